@@ -1,0 +1,55 @@
+"""Widgets generated from a scenario's pydantic Config — no per-scenario UI code.
+
+bounded number -> slider (a 1-2-5 select-slider when the field asks for a log scale),
+Literal -> select, bool -> toggle, field description -> help. Each widget's value lives
+in `st.session_state` under `<scenario>.<field>`, seeded with the field's default once.
+"""
+import math
+from typing import Any
+
+import streamlit as st
+
+from scenarios.base import Scenario
+
+SLIDER_MAX_VALUES = 5000  # an int range wider than this gets a number box, not a slider
+
+
+def widget_key(scenario: Scenario, name: str) -> str:
+    return f"{scenario.id}.{name}"
+
+
+def log_grid(low: float, high: float, default: float) -> list[float]:
+    """1-2-5 steps per decade from low to high, plus the default."""
+    values = {low, high, default}
+    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            value = float(f"{mantissa}e{exponent}")
+            if low <= value <= high:
+                values.add(value)
+    return sorted(values)
+
+
+def config_controls(scenario: Scenario) -> dict[str, Any]:
+    """Draw one widget per Config field (in the current container); return the values."""
+    values: dict[str, Any] = {}
+    for name, spec in scenario.field_specs().items():
+        key = widget_key(scenario, name)
+        st.session_state.setdefault(key, spec["default"])
+        label, help_text = name.replace("_", " "), spec["description"] or None
+        kind = spec["kind"]
+        if kind == "choice":
+            values[name] = st.selectbox(label, spec["choices"], key=key, help=help_text)
+        elif kind == "bool":
+            values[name] = st.toggle(label, key=key, help=help_text)
+        elif kind in ("int", "float") and "ge" in spec and "le" in spec:
+            low, high = spec["ge"], spec["le"]
+            if spec["scale"] == "log":
+                values[name] = st.select_slider(label, options=log_grid(low, high, spec["default"]), key=key,
+                                                help=help_text, format_func=lambda v: f"{v:g}")
+            elif kind == "int" and high - low > SLIDER_MAX_VALUES:
+                values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, help=help_text)
+            else:
+                values[name] = st.slider(label, min_value=low, max_value=high, key=key, help=help_text)
+        else:
+            values[name] = st.text_input(label, key=key, help=help_text)
+    return values

@@ -1,0 +1,34 @@
+"""Shared figure helpers, so every scenario's plots look alike: one color per arm on
+every figure of a page, labelled axes, hover that names arm/step/value."""
+import pandas as pd
+import plotly.graph_objects as go
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+
+
+def arm_colors(arms: list[str]) -> dict[str, str]:
+    return {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
+
+
+def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
+    fig.update_layout(title=title, margin=dict(l=60, r=20, t=50, b=50), legend_title_text="arm",
+                      hovermode="closest")
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", exponentformat="power")
+    return fig
+
+
+def metric_series(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Rows of one metric, sorted by arm then step."""
+    return frame[frame["metric"] == metric].sort_values(["arm", "step"])
+
+
+def layer_table(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
+    """Per-layer rows (`prefix/layer_XX`) with an integer `layer` column (1-based)."""
+    head = prefix + "/layer_"
+    rows = frame[frame["metric"].str.startswith(head)]
+    return rows.assign(layer=rows["metric"].str.slice(len(head)).astype(int))
+
+
+def arms_in_order(frame: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(frame["arm"]))
