@@ -141,6 +141,7 @@ class Scenario:
     formula: ClassVar[str]             # LaTeX of the mechanism
     Config: ClassVar[type[ScenarioConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    tiny: ClassVar[dict[str, Any]] = {}  # overrides for a run of a second or less (tests, smoke checks)
 
     # --- to implement -------------------------------------------------------------
     def execute(self, config: ScenarioConfig, run: Run) -> None:

@@ -104,6 +104,7 @@ class VanishingGradients(Scenario):
                r"\text{factor per layer}\approx f'(0)\sqrt{n\,\mathrm{Var}(W)}"
                r"\;=\;\tfrac14\sqrt{\tfrac13}\approx0.144\ \text{(sigmoid, default init)}")
     Config = Config
+    tiny = {"depth": 4, "width": 16, "steps": 12}
     presets = {
         "the failure": {"activation": "sigmoid", "init": "pytorch-default", "depth": 10, "contrast": "none"},
         "the fix: ReLU + He": {"activation": "sigmoid", "init": "pytorch-default", "contrast": "relu + he"},

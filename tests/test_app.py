@@ -1,0 +1,77 @@
+"""The pages under Streamlit's AppTest: home gallery, controls from the Config, Run, plots."""
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+
+def scenario_page(scenario_id: str) -> None:
+    from explorer.pages import render_scenario
+    from scenarios import get_scenario
+    render_scenario(get_scenario(scenario_id))
+
+
+def open_page(scenario_id: str = "vanishing-gradients") -> AppTest:
+    at = AppTest.from_function(scenario_page, args=(scenario_id,), default_timeout=60)
+    return at.run()
+
+
+def run_until_done(at: AppTest, timeout: float = 90) -> AppTest:
+    deadline = time.time() + timeout
+    while True:
+        at.run()
+        progress = [p.proto.text for p in at.get("progress")]
+        if progress and not progress[0].startswith("Running"):
+            return at
+        assert time.time() < deadline, f"still running: {progress}"
+        time.sleep(0.3)
+
+
+def test_home_lists_every_scenario_with_a_link() -> None:
+    at = AppTest.from_file("../app.py", default_timeout=60).run()
+    assert not at.exception
+    assert "Vanishing gradients" in [h.value for h in at.subheader]
+    assert any("Why do deep sigmoid networks" in m.value for m in at.markdown)
+
+
+def test_controls_come_from_the_config() -> None:
+    at = open_page()
+    assert at.sidebar.slider(key="vanishing-gradients.depth").value == 10
+    assert at.sidebar.selectbox(key="vanishing-gradients.activation").options == ["sigmoid", "tanh", "relu", "gelu"]
+    assert at.sidebar.toggle(key="vanishing-gradients.residual").value is False
+    assert at.sidebar.select_slider(key="vanishing-gradients.lr").value == 0.1
+    depth_help = at.sidebar.slider(key="vanishing-gradients.depth").help
+    assert "Hidden layers" in depth_help
+
+
+@pytest.mark.slow
+def test_change_a_slider_run_and_see_the_plots() -> None:
+    at = open_page()
+    at.sidebar.slider(key="vanishing-gradients.depth").set_value(6)
+    at.sidebar.slider(key="vanishing-gradients.steps").set_value(30)
+    at.run()
+    at.button[0].click()  # Run
+    at = run_until_done(at)
+    assert not at.exception and not at.error
+    assert at.get("progress")[0].proto.text.startswith("Finished")
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3
+    assert any("layer 6" in m.value for m in at.markdown), "what-to-look-for reads depth 6"
+
+    # The same config again is served from the store, without training.
+    at.button[0].click().run()
+    assert "Served from the run store" in at.get("progress")[0].proto.text
+
+
+def test_moving_a_slider_during_a_run_does_not_restart_it() -> None:
+    at = open_page()
+    at.sidebar.slider(key="vanishing-gradients.steps").set_value(3000)
+    at.run()
+    at.button[0].click().run()
+    handle = at.session_state["run:vanishing-gradients"]
+    at.sidebar.slider(key="vanishing-gradients.depth").set_value(12).run()
+    assert at.session_state["run:vanishing-gradients"] is handle
+    assert any("Settings changed since this run started" in c.value for c in at.caption)
+    at.button[1].click().run()  # Stop
+    assert handle.snapshot().status == "stopped"
+    assert at.get("progress")[0].proto.text.startswith("Stopped")
