@@ -145,7 +145,7 @@ class VanishingGradients(Scenario):
             ratio, factor = info.get("weight_first_over_last"), info.get("backprop_factor")
             if ratio is None:
                 continue
-            line = (f"**{arm}**: at step 0, layer 1's weight gradient is 10^{np.log10(ratio):.1f} of layer {depth}'s"
+            line = (f"**{arm}**: at step 0, layer 1's weight gradient is $10^{{{np.log10(ratio):.1f}}}$ of layer {depth}'s"
                     if ratio > 0 else f"**{arm}**: at step 0, layer 1 receives no gradient at all (float32 underflow)")
             if factor is not None:
                 line += f"; the back-propagated gradient changes ×{factor:.3f} per layer"
@@ -218,6 +218,7 @@ class VanishingGradients(Scenario):
                 fig.add_scatter(x=at["layer"], y=at["value"], name=f"{arm} · step {step}", mode="lines+markers",
                                 line=dict(color=colors.get(arm), dash=dash),
                                 hovertemplate=f"{arm}<br>step {step}<br>layer %{{x}}<br>%{{y:.3g}}<extra></extra>")
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
         return layout(fig, title, "layer (1 = next to the input)", y_title, log_y=True)
 
 

@@ -75,3 +75,17 @@ def test_moving_a_slider_during_a_run_does_not_restart_it() -> None:
     at.button[1].click().run()  # Stop
     assert handle.snapshot().status == "stopped"
     assert at.get("progress")[0].proto.text.startswith("Stopped")
+
+
+def failing_page() -> None:
+    from explorer.pages import render_scenario
+    from tests.test_runs import Boom
+    render_scenario(Boom())
+
+
+def test_a_run_that_raises_shows_its_error_on_the_page() -> None:
+    at = AppTest.from_function(failing_page, default_timeout=60).run()
+    at.button[0].click()
+    at = run_until_done(at)
+    assert any("The run failed: ValueError: the engine broke" in e.value for e in at.error)
+    assert at.get("progress")[0].proto.text.startswith("Failed")
