@@ -48,6 +48,7 @@ class RunHandle:
         self._events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._first_record = threading.Event()
         self._progress = 0.0
         self._status = "running"
         self._error: str | None = None
@@ -88,6 +89,14 @@ class RunHandle:
             return not self._thread.is_alive()
         return True
 
+    def wait_for_first_record(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds until the run has a row (or has ended)."""
+        deadline = time.perf_counter() + timeout
+        while not self._first_record.wait(0.02):
+            if self._ended is not None or time.perf_counter() > deadline:
+                return False
+        return True
+
     @property
     def traceback(self) -> str | None:
         return self._traceback
@@ -118,6 +127,7 @@ class RunHandle:
     def add(self, rows: list[tuple[str, int, str, float]]) -> None:
         with self._lock:
             self._rows.extend(rows)
+        self._first_record.set()
 
     def event(self, event: Event) -> None:
         with self._lock:

@@ -31,4 +31,4 @@ def layer_table(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
 
 
 def arms_in_order(frame: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(frame["arm"]))
+    return [str(arm) for arm in frame["arm"].unique()]  # unique() keeps first-seen order
