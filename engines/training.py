@@ -45,7 +45,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 MetricFn = Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
 
 
-def log_every_for(steps: int, max_points: int = 200) -> int:
+def log_every_for(steps: int, max_points: int = 100) -> int:
     """Log often enough to draw a curve, rarely enough that logging stays cheap."""
     return max(1, math.ceil(steps / max_points))
 

@@ -15,7 +15,18 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: boo
                       hovermode="closest")
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", exponentformat="power")
+    if log_y:
+        fig.update_yaxes(dtick=log_dtick(fig))
     return fig
+
+
+def log_dtick(fig: go.Figure) -> int | str:
+    """Label every decade when the data spans several; else decades plus 2s and 5s ("D2")."""
+    values = [v for trace in fig.data if trace.y is not None for v in trace.y if v is not None and v > 0]
+    if not values:
+        return "D2"
+    import math
+    return 1 if math.log10(max(values) / min(values)) > 2 else "D2"
 
 
 def metric_series(frame: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -99,10 +99,10 @@ class VanishingGradients(Scenario):
     question = "Why do deep sigmoid networks stop learning, and what fixes it?"
     terms = ("Vanishing / exploding gradients", "Backpropagation", "Chain rule", "Residual (skip) connection",
              "Layer normalization", "Batch normalization", "Initialization")
-    formula = (r"\frac{\partial L}{\partial h_{1}} = \Big(\prod_{l=2}^{L} W_l^{\top}\,"
-               r"\mathrm{diag}\,f'(z_l)\Big)\frac{\partial L}{\partial h_{L}},\qquad"
-               r"\text{factor per layer}\approx f'(0)\sqrt{n\,\mathrm{Var}(W)}"
-               r"\;=\;\tfrac14\sqrt{\tfrac13}\approx0.144\ \text{(sigmoid, default init)}")
+    formula = (r"\begin{aligned}\frac{\partial L}{\partial h_{1}} &= \Big(\prod_{l=2}^{L} W_l^{\top}\,"
+               r"\mathrm{diag}\,f'(z_l)\Big)\frac{\partial L}{\partial h_{L}}\\"
+               r"\text{factor per layer} &\approx f'(0)\sqrt{n\,\mathrm{Var}(W)}"
+               r" = \tfrac14\sqrt{\tfrac13}\approx 0.144\quad\text{(sigmoid, PyTorch default init)}\end{aligned}")
     Config = Config
     tiny = {"depth": 4, "width": 16, "steps": 12}
     presets = {
@@ -184,7 +184,10 @@ class VanishingGradients(Scenario):
                           annotation_text=f"{row['arm']} diverged at step {int(row['step'])}")
         fig.add_hline(y=float(np.log(N_CLASSES)), line_dash="dash", line_color="gray",
                       annotation_text="chance (ln 2)", annotation_position="bottom right")
-        return layout(fig, "Training loss", "step", "cross-entropy loss (nats)")
+        losses = metric_series(frame, "loss")["value"]
+        spans_decades = len(losses) and losses.min() > 0 and losses.max() / losses.min() > 100  # e.g. a blow-up
+        return layout(fig, "Training loss", "step", "cross-entropy loss (nats)" + (" (log scale)" if spans_decades else ""),
+                      log_y=bool(spans_decades))
 
     def _heatmap(self, frame: pd.DataFrame, colors: dict[str, str]) -> go.Figure:
         grads = layer_table(frame, "grad_norm")

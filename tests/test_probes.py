@@ -44,7 +44,7 @@ def test_activation_stats_match_the_layer_outputs() -> None:
     model(torch.randn(32, 4, generator=torch.Generator().manual_seed(2))).sum().backward()
     stats = probe.activation_stats()
     for i, out in enumerate(outputs):
-        assert math.isclose(float(stats["act_std"][i]), float(out.std()), rel_tol=1e-6)
+        assert math.isclose(float(stats["act_std"][i]), float(out.std()), rel_tol=1e-5)
         dead = float((out <= 0).all(dim=0).float().mean())
         assert float(stats["frac_dead"][i]) == dead, f"layer {i + 1}"
     for hook in hooks:

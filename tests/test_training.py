@@ -60,4 +60,4 @@ def test_diverged_arm_is_drawn_in_the_frame() -> None:
 
 
 def test_log_every_keeps_curves_short() -> None:
-    assert log_every_for(300) == 2 and log_every_for(150) == 1 and log_every_for(3000) == 15
+    assert log_every_for(300) == 3 and log_every_for(100) == 1 and log_every_for(3000) == 30
