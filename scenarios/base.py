@@ -142,6 +142,7 @@ class Scenario:
     Config: ClassVar[type[ScenarioConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     tiny: ClassVar[dict[str, Any]] = {}  # overrides for a run of a second or less (tests, smoke checks)
+    order: ClassVar[int] = 100            # position in the gallery (then by title)
 
     # --- to implement -------------------------------------------------------------
     def execute(self, config: ScenarioConfig, run: Run) -> None:

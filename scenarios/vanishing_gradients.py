@@ -96,6 +96,7 @@ def train_arm(config: Config, log_every: int):
 class VanishingGradients(Scenario):
     id = "vanishing-gradients"
     title = "Vanishing gradients"
+    order = 10
     question = "Why do deep sigmoid networks stop learning, and what fixes it?"
     terms = ("Vanishing / exploding gradients", "Backpropagation", "Chain rule", "Residual (skip) connection",
              "Layer normalization", "Batch normalization", "Initialization")

@@ -1,0 +1,91 @@
+"""What the browser tests do on a page: find widgets, press keys, wait for the run."""
+import re
+import time
+
+SIDEBAR = '[data-testid="stSidebar"]'
+PROGRESS_TEXT = '[data-testid="stProgress"]'
+PLOT = ".js-plotly-plot"
+MAIN = '[data-testid="stMain"]'  # the page body; the app header has its own "Stop" (script) button
+
+
+def button(page, name: str):
+    """A button in the page body (not Streamlit's header toolbar) whose text is exactly `name`."""
+    return page.locator(MAIN).get_by_role("button", name=name, exact=True)
+
+
+def wait_idle(page, timeout_s: float = 30) -> None:
+    """Wait until Streamlit reports no script run in progress (stApp's data-test-script-state)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    time.sleep(0.3)
+    while time.monotonic() < deadline:
+        if page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state") != "running":
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the app script was still running after {timeout_s} s")
+
+
+def slider(page, label: str):
+    """The sidebar slider widget (stSlider) whose label is exactly `label`."""
+    widget = page.locator(f'{SIDEBAR} [data-testid="stSlider"]').filter(
+        has=page.locator('[data-testid="stWidgetLabel"]', has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")))
+    assert widget.count() == 1, f"expected one sidebar slider labelled {label!r}, found {widget.count()}"
+    return widget
+
+
+def thumb(page, label: str):
+    """The slider's focusable thumb: a range input (role slider) or an ARIA role="slider" element."""
+    handle = slider(page, label).locator('input[type="range"], [role="slider"]')
+    assert handle.count() == 1, f"expected one thumb in the {label!r} slider, found {handle.count()}"
+    return handle
+
+
+THUMB_VALUE_JS = "el => Number(el.getAttribute('aria-valuenow') ?? el.value)"
+
+
+def slider_value(page, label: str) -> int:
+    return int(thumb(page, label).evaluate(THUMB_VALUE_JS))
+
+
+def press_on_slider(page, label: str, *keys: str) -> tuple[int, int]:
+    """Focus a slider's thumb, press keys, wait for the rerun; return (before, after)."""
+    handle = thumb(page, label)
+    before = slider_value(page, label)
+    handle.focus()
+    for key in keys:
+        handle.press(key)
+    page.wait_for_function(
+        f"([el, before]) => ({THUMB_VALUE_JS})(el) !== before",
+        arg=[handle.element_handle(), before], timeout=10_000)
+    wait_idle(page)
+    return before, slider_value(page, label)
+
+
+def displayed_value(page, label: str) -> str:
+    return slider(page, label).locator('[data-testid="stSliderThumbValue"]').inner_text().strip()
+
+
+def progress_text(page) -> str:
+    bar = page.locator(PROGRESS_TEXT)
+    return bar.first.inner_text() if bar.count() else ""
+
+
+def wait_progress(page, pattern: str, timeout_s: float) -> str:
+    """Wait until the progress bar's text matches `pattern` (a regex); return the text."""
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = progress_text(page)
+        if re.search(pattern, text):
+            return text
+        time.sleep(0.25)
+    raise AssertionError(f"progress text never matched {pattern!r} within {timeout_s} s; last: {text!r}")
+
+
+def open_scenario(page, app_url: str, path: str, title: str) -> None:
+    page.goto(app_url + path)
+    page.get_by_role("heading", name=title).first.wait_for()
+    page.locator(f'{SIDEBAR} [data-testid="stSlider"]').first.wait_for()
+    wait_idle(page)
+
+
