@@ -1,0 +1,221 @@
+"""One rank of a distributed memory measurement: `python -m engines.dist_worker`.
+
+Started once per rank by `engines.distributed.launch` (gloo on CPU, NCCL on CUDA, a
+fresh port per run), or by `torchrun` on a real multi-GPU / multi-node job:
+
+    torchrun --nproc_per_node=8 -m engines.dist_worker --job '{"layers": 12, ...}' --out results/
+
+For each strategy (DDP, FSDP2 with `reshard_after_forward` True ≈ ZeRO-3 or False ≈ ZeRO-2,
+optionally FSDP2 with bf16 parameters) it builds the same seeded Transformer, trains a few
+steps on the same data, and measures this rank's memory by category at three phases of
+one step (after forward, after backward, after the optimizer step) and at the step's
+peak — with PyTorch's own trackers on CPU (`MemTracker`, `FSDPMemTracker`) and
+`torch.cuda` statistics on GPU — plus exact byte counts of the local parameter, gradient
+and optimizer-state tensors (`DTensor.to_local()` for shards). Every record is one JSON
+line on stdout (or in `--out`/rank_XX.jsonl under torchrun).
+"""
+import argparse
+import datetime
+import gc
+import json
+import os
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+CATEGORY = {  # tracker reference types -> our categories
+    "PARAM": "parameters", "SHARDED_PARAM": "parameters", "BUFFER": "parameters",
+    "GRAD": "gradients", "SHARDED_GRAD": "gradients", "UNSHARDED_GRAD": "gradients",
+    "OPT": "optimizer state", "ACT": "activations", "INP": "activations",
+    "UNSHARDED_PARAM": "unsharded parameters", "TEMP": "temporaries", "OTH": "temporaries",
+    "ALL_GATHER": "communication buffers", "REDUCE_SCATTER": "communication buffers",
+}
+
+
+class TinyTransformer(nn.Module):
+    """Embedding, `layers` pre-LN encoder blocks, a vocabulary head. Blocks are FSDP units."""
+
+    def __init__(self, vocab: int, hidden: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.0, batch_first=True, norm_first=True)
+            for _ in range(layers))
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens)  # (batch, seq, hidden)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)  # (batch, seq, vocab)
+
+
+def wrap(model: nn.Module, strategy: str, device: torch.device) -> nn.Module:
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    reshard = strategy in ("fsdp-zero3", "fsdp-zero3-bf16")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if strategy.endswith("bf16") else MixedPrecisionPolicy()
+    for block in model.blocks:
+        fully_shard(block, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, reshard_after_forward=reshard, mp_policy=policy)
+    return model
+
+
+def local_bytes(tensors) -> int:
+    """Exact bytes this rank holds for `tensors` (the local shard of a DTensor)."""
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        t = t.to_local() if hasattr(t, "to_local") else t
+        total += t.numel() * t.element_size()
+    return total
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer):
+    for state in optimizer.state.values():
+        yield from (v for v in state.values() if torch.is_tensor(v))
+
+
+class Phases:
+    """Memory by category at named moments of one step, from a tracker (CPU) or CUDA stats."""
+
+    def __init__(self, model: nn.Module, optimizer, strategy: str, device: torch.device) -> None:
+        self.device = device
+        self.snapshots: dict[str, dict[str, float]] = {}
+        if device.type == "cuda":
+            self.tracker = None
+            return
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+        from torch.distributed._tools.mem_tracker import MemTracker
+        if strategy == "ddp":
+            self.tracker = MemTracker()
+            self.tracker.track_external(model, optimizer)
+        else:
+            self.tracker = FSDPMemTracker(model, optimizer)
+
+    def __enter__(self) -> "Phases":
+        if self.tracker is not None:
+            self.tracker.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.tracker is not None:
+            self.tracker.__exit__(*exc)
+
+    def reset(self) -> None:
+        """Start a new iteration (the CPU peak stays the run's peak; CUDA's restarts here)."""
+        if self.tracker is not None:
+            self.tracker.reset_mod_stats()
+        elif self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def take(self, phase: str, kind: str = "current") -> None:
+        if self.tracker is None:  # CUDA: allocated vs reserved, the allocator's own view
+            stats = torch.cuda.memory_stats(self.device)
+            key = "peak" if kind == "peak" else "current"
+            self.snapshots[phase] = {"allocated": float(stats[f"allocated_bytes.all.{key}"]),
+                                     "reserved": float(stats[f"reserved_bytes.all.{key}"])}
+            return
+        raw = self.tracker.get_tracker_snapshot(kind)[self.device]
+        by_category: dict[str, float] = {}
+        for ref, nbytes in raw.items():
+            if ref == "Total":
+                continue
+            name = CATEGORY.get(getattr(ref, "name", str(ref)), "temporaries")
+            by_category[name] = by_category.get(name, 0.0) + float(nbytes)
+        self.snapshots[phase] = by_category
+
+
+def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit) -> None:
+    torch.manual_seed(job["seed"])  # the same initial weights on every rank and every strategy
+    model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    unit_bytes = max(sum(p.numel() * p.element_size() for p in b.parameters()) for b in model.blocks)
+    model = wrap(model, strategy, device)
+    opt_class = torch.optim.AdamW if job["optimizer"] == "adamw" else torch.optim.Adam
+    optimizer = opt_class(model.parameters(), lr=job["lr"])
+    data = torch.Generator().manual_seed(job["seed"] * 1000 + rank)  # each rank its own shard, the same for every strategy
+    measure_step = min(1, job["steps"] - 1)  # step 0 creates Adam's state lazily; measure a steady step
+    with Phases(model, optimizer, strategy, device) as phases:
+        for step in range(job["steps"]):
+            tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
+            if step > 0:
+                phases.reset()  # the trackers follow one iteration at a time
+            logits = model(tokens)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())  # learn to copy
+            if step == measure_step:
+                phases.take("after forward")
+            loss.backward()
+            if step == measure_step:
+                phases.take("after backward")
+            optimizer.step()
+            if step == measure_step:
+                phases.take("after optimizer step")
+                phases.take("peak", "peak")
+                exact = {"exact/parameters": local_bytes(model.parameters()),
+                         "exact/gradients": local_bytes(p.grad for p in model.parameters()),
+                         "exact/optimizer state": local_bytes(optimizer_tensors(optimizer))}
+            optimizer.zero_grad(set_to_none=True)
+            mean_loss = loss.detach().clone()
+            dist.all_reduce(mean_loss)
+            emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
+    metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items() for category, value in cats.items()}
+    metrics.update(exact)
+    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes)})
+    emit({"arm": strategy, "rank": rank, "step": measure_step, "metrics": metrics})
+    del model, optimizer
+    gc.collect()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--job", required=True, help="JSON: strategies, seed, vocab, hidden, layers, heads, batch, seq_len, steps, lr, optimizer")
+    parser.add_argument("--rank", type=int, default=None)
+    parser.add_argument("--world-size", type=int, default=None)
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--timeout-s", type=float, default=60.0, help="limit on every collective")
+    parser.add_argument("--out", help="under torchrun: a folder for rank_XX.jsonl instead of stdout")
+    args = parser.parse_args(argv)
+    job = json.loads(args.job)
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")  # trackers and FSDP warn about internals; stderr is for errors
+    cuda = torch.cuda.is_available() and job.get("device", "auto") != "cpu"
+    backend = "nccl" if cuda else "gloo"
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if args.rank is None:  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
+                                world_size=args.world_size, timeout=timeout)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()) if cuda \
+        else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    sink = open(os.path.join(args.out, f"rank_{rank:02d}.jsonl"), "w") if args.out else sys.stdout
+
+    def emit(record: dict) -> None:
+        sink.write(json.dumps({**record, "world_size": world, "device": device.type}) + "\n")
+        sink.flush()
+
+    try:
+        if job.get("fail_rank") == rank:  # for tests: a rank that raises mid-run
+            raise RuntimeError(f"injected failure on rank {rank}")
+        for strategy in job["strategies"]:
+            run_strategy(job, strategy, rank, world, device, emit)
+    finally:
+        dist.destroy_process_group()
+        if sink is not sys.stdout:
+            sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Launching real process groups: one `python -m engines.dist_worker` process per rank.
+
+`launch()` picks a free localhost port, starts every rank in its own process group,
+merges their JSON-line stdout into one stream of records, and watches them: a rank that
+exits with an error ends the whole run within a fraction of a second, with that rank's
+message (`RankFailed`); so does the consumer stopping early (Stop) or the overall
+timeout. In every case, `finally` terminates and reaps every rank — no process or port
+outlives the run. Collectives inside the workers carry their own timeout, so a rank
+never waits forever on a peer that died.
+
+Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
+spawned children would re-run the app script. Subprocesses of `python -m` do not.
+"""
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class RankFailed(RuntimeError):
+    """A rank exited with an error; the message names the rank and its last error line."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _last_error_line(text: str) -> str:
+    lines = [line.split("]:", 1)[-1].strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return (errors or lines or ["no output"])[-1]
+
+
+def _pump(rank: int, stream, lines: "queue.Queue[tuple[int, str | None]]") -> None:
+    for line in stream:
+        lines.put((rank, line))
+    lines.put((rank, None))
+
+
+def launch(job: dict, world_size: int, *, timeout_s: float = 300.0, collective_timeout_s: float = 60.0,
+           should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+    """Run `job` on `world_size` ranks; yield each record as a rank prints it."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    errors = [tempfile.TemporaryFile(mode="w+") for _ in range(world_size)]
+    procs: list[subprocess.Popen] = []
+    lines: queue.Queue = queue.Queue()
+    try:
+        for rank in range(world_size):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "engines.dist_worker", "--job", json.dumps(job), "--rank", str(rank),
+                 "--world-size", str(world_size), "--port", str(port), "--timeout-s", str(collective_timeout_s)],
+                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[rank],
+                text=True, start_new_session=True))
+            threading.Thread(target=_pump, args=(rank, procs[-1].stdout, lines), daemon=True).start()
+        open_ranks, deadline = set(range(world_size)), time.monotonic() + timeout_s
+        while open_ranks:
+            if should_stop():
+                return
+            try:
+                rank, line = lines.get(timeout=0.1)
+            except queue.Empty:
+                _check(procs, errors)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the distributed run took longer than {timeout_s:.0f} s") from None
+                continue
+            if line is None:
+                open_ranks.discard(rank)
+                procs[rank].wait()
+                _check(procs, errors)
+            elif line.strip():
+                yield json.loads(line)
+    finally:
+        _reap(procs)
+        for handle in errors:
+            handle.close()
+
+
+def _check(procs: list[subprocess.Popen], errors: list) -> None:
+    """Raise for the first rank that exited with an error (the others are reaped by the caller)."""
+    for rank, proc in enumerate(procs):
+        code = proc.poll()
+        if code not in (None, 0):
+            errors[rank].seek(0)
+            raise RankFailed(f"rank {rank} failed (exit code {code}): {_last_error_line(errors[rank].read())}")
+
+
+def _reap(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
+    """SIGTERM every rank's process group, SIGKILL what is left after `grace_s`, wait for all."""
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -1,0 +1,268 @@
+"""DDP vs FSDP memory: how much memory does each rank need, and what does sharding buy?
+
+DDP keeps a full copy of the parameters, gradients and optimizer state on every rank;
+FSDP shards all three, so per-rank model state falls as 1/N. Here the memory is
+*measured*: real `torch.distributed` process groups (gloo and one process per rank on
+CPU, NCCL on GPUs) train the same seeded Transformer under each strategy, and PyTorch's
+own memory trackers split each rank's bytes by category at every phase of a step. The
+ZeRO paper's analytic model stands beside every measurement, and once it matches the
+small runs it answers for sizes nobody here can run (the what-if panel).
+
+Look at the stacked bars (measured next to estimated), the per-rank model state against
+world size (DDP flat, FSDP ~1/N), and the loss curves: identical across strategies —
+memory differs, the math does not.
+"""
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from pydantic import Field
+
+from engines.distributed import launch
+from engines.memory_model import GB, PRECISIONS, model_states, transformer_activation_bytes
+from scenarios.base import ConfigError, Run, Scenario, ScenarioConfig
+from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
+
+VOCAB = 64
+FP32_ADAM = PRECISIONS["fp32 Adam"]
+CATEGORIES = ["parameters", "gradients", "optimizer state", "activations", "unsharded parameters",
+              "temporaries", "communication buffers"]
+CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f"]))
+PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
+
+
+class Config(ScenarioConfig):
+    strategies: Literal["ddp,fsdp-zero3,fsdp-zero2", "ddp,fsdp-zero3", "ddp,fsdp-zero3,fsdp-zero2,fsdp-zero3-bf16"] = Field(
+        "ddp,fsdp-zero3,fsdp-zero2", description="Arms. fsdp-zero3: reshard_after_forward=True; fsdp-zero2: False; "
+        "-bf16: MixedPrecisionPolicy with bf16 parameters in compute.")
+    world_size: int = Field(2, ge=1, le=4, description="Ranks (processes) on CPU; GPUs on CUDA. The machine has 2 cores.")
+    sweep_world_size: bool = Field(True, description="Also measure every world size from 1 up, for the memory-vs-N plot.")
+    layers: int = Field(2, ge=1, le=8, description="Transformer blocks (each one FSDP unit).")
+    hidden: int = Field(64, ge=16, le=256, description="Hidden width; parameters grow as 12·layers·hidden².")
+    batch: int = Field(8, ge=1, le=32, description="Sequences per rank per step (activations grow with it).")
+    seq_len: int = Field(32, ge=8, le=256, description="Tokens per sequence (activations grow with it).")
+    steps: int = Field(3, ge=2, le=20, description="Training steps per arm; memory is measured at step 1.")
+    optimizer: Literal["adam", "adamw"] = Field("adam", description="Two fp32 moments per parameter either way.")
+    whatif_params_billion: float = Field(7.5, ge=0.1, le=1000.0, description="What-if: parameters, in billions.",
+                                         json_schema_extra={"scale": "log"})
+    whatif_devices: int = Field(64, ge=1, le=1024, description="What-if: devices.")
+    whatif_precision: Literal["mixed (bf16 + fp32 Adam)", "fp32 Adam"] = Field(
+        "mixed (bf16 + fp32 Adam)", description="What-if: bytes per parameter (2+2+12 or 4+4+8).")
+    result_dir: str = Field("", max_length=500, description="A folder of rank_XX.jsonl written by a torchrun job "
+                            "(see README). When set, its measurements are drawn instead of launching ranks here.")
+
+
+def read_result_dir(folder: str) -> list[dict]:
+    """Records from `torchrun ... -m engines.dist_worker --out FOLDER` (JSON lines only; nothing is executed)."""
+    path = Path(folder).expanduser()
+    files = sorted(path.glob("rank_*.jsonl")) if path.is_dir() else []
+    if not files:
+        raise ConfigError(f"result_dir={folder} is not a folder with rank_XX.jsonl files from engines.dist_worker")
+    return [json.loads(line) for file in files for line in file.read_text().splitlines() if line.strip()]
+
+
+def heads_for(hidden: int) -> int:
+    return next(h for h in (4, 2, 1) if hidden % h == 0)
+
+
+def n_params_of(config: Config) -> int:
+    """Parameters of engines.dist_worker.TinyTransformer (embedding, blocks, head)."""
+    h = config.hidden
+    block = 4 * h * h + 4 * h + 2 * (4 * h * h) + 4 * h + h + 4 * h  # attention in/out, FFN, 2 LayerNorms
+    return VOCAB * h + config.layers * block + h * VOCAB + VOCAB
+
+
+def refuse_if_too_big(config: Config) -> None:
+    """Estimate before launching: all ranks' model state and activations against free memory."""
+    per_rank = FP32_ADAM.total * n_params_of(config) + transformer_activation_bytes(
+        config.seq_len, config.batch, config.hidden, heads_for(config.hidden), config.layers, 4.0)
+    limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
+        0.5 * os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    need = per_rank * config.world_size + 400e6 * config.world_size  # + ~400 MB of Python and torch per process
+    if need > limit:
+        raise ConfigError(f"world_size={config.world_size} with {n_params_of(config):,} parameters needs about "
+                          f"{need / GB:.2f} GB (DDP estimate, {per_rank / 1e6:.0f} MB of state and activations per "
+                          f"rank + the processes), more than the {limit / GB:.2f} GB allowed here; shrink the model or the world")
+
+
+class DdpFsdpMemory(Scenario):
+    id = "ddp-fsdp-memory"
+    title = "DDP vs FSDP memory"
+    question = "How much memory does each rank need, and what does sharding buy?"
+    terms = ("DDP", "FSDP", "DTensor", "All-reduce", "All-gather", "Mixed precision", "Master weights")
+    formula = (r"\begin{aligned}\text{DDP: }&(2+2+K)\,\Psi \qquad \text{ZeRO-1: }2\Psi+2\Psi+\tfrac{K\Psi}{N}\\"
+               r"\text{ZeRO-2: }&2\Psi+\tfrac{(2+K)\Psi}{N} \qquad \text{ZeRO-3 / FSDP: }\tfrac{(2+2+K)\Psi}{N}"
+               r"\quad (K=12;\ \text{fp32 Adam: }4+4+8)\end{aligned}")
+    Config = Config
+    order = 80
+    tiny = {"world_size": 2, "sweep_world_size": False, "layers": 1, "hidden": 16, "batch": 2, "seq_len": 8,
+            "steps": 2, "strategies": "ddp,fsdp-zero3"}
+    presets = {
+        "two ranks, three strategies": {},
+        "memory vs world size 1-4": {"world_size": 4, "strategies": "ddp,fsdp-zero3"},
+        "ZeRO paper's example (what-if)": {"whatif_params_billion": 7.5, "whatif_devices": 64,
+                                           "whatif_precision": "mixed (bf16 + fp32 Adam)"},
+    }
+
+    def execute(self, config: Config, run: Run) -> None:
+        if config.result_dir:
+            for record in read_result_dir(config.result_dir):
+                self._ingest(run, record, record["world_size"])
+            return
+        refuse_if_too_big(config)
+        job = {"strategies": config.strategies.split(","), "seed": config.seed, "vocab": VOCAB,
+               "hidden": config.hidden, "layers": config.layers, "heads": heads_for(config.hidden),
+               "batch": config.batch, "seq_len": config.seq_len, "steps": config.steps, "lr": 1e-3,
+               "optimizer": config.optimizer}
+        worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
+        per_world = len(job["strategies"]) * (config.steps + 1) * max(worlds)
+        for i, world in enumerate(worlds):
+            done = 0
+            for record in launch(job, world, should_stop=run.should_stop):
+                self._ingest(run, record, world)
+                done += 1
+                run.progress((i + min(1.0, done / per_world)) / len(worlds))
+            if run.should_stop():
+                return
+
+    @staticmethod
+    def _ingest(run: Run, record: dict, world: int) -> None:
+        arm = f"{record['arm']} · N={world}"
+        rank, metrics = record["rank"], record["metrics"]
+        if "loss" in metrics:
+            if rank == 0:  # every rank reports the same all-reduced loss
+                run.add(arm, record["step"], metrics)
+        else:
+            run.add(arm, record["step"], {f"rank_{rank}/{key}": float(v) for key, v in metrics.items()})
+
+    # --- what the run showed ----------------------------------------------------------
+    def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
+        arms = {}
+        for arm in arms_in_order(frame):
+            rows = frame[frame["arm"] == arm]
+            values = dict(zip(rows["metric"], rows["value"]))
+            if "rank_0/n_params" not in values:
+                continue
+            strategy, world = arm.split(" · N=")
+            # bf16 compute keeps fp32 sharded parameters and Adam state: the same model states
+            estimate = model_states(values["rank_0/n_params"], int(world), strategy.removesuffix("-bf16"), FP32_ADAM)
+            measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
+            peak = sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES)
+            losses = metric_series(rows, "loss")["value"].tolist()
+            arms[arm] = {"strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
+                         "estimated_state_bytes": estimate.total, "state_error": measured / estimate.total - 1,
+                         "peak_bytes": peak, "losses": losses}
+        loss_gap = {}
+        for world in sorted({a["world_size"] for a in arms.values()}):
+            curves = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]]
+            if len(curves) > 1 and all(len(c) == len(curves[0]) for c in curves):
+                loss_gap[world] = float(np.max(np.ptp(np.array(curves), axis=0)))
+        errors = [abs(a["state_error"]) for a in arms.values()]
+        return {"arms": arms, "loss_gap": loss_gap, "max_state_error": max(errors) if errors else None}
+
+    def explain(self, summary: dict, config: Config) -> str:
+        arms = summary["arms"]
+        if not arms:
+            return "Run to launch the process groups (starting the ranks takes a few seconds)."
+        lines = []
+        top = max(a["world_size"] for a in arms.values())
+        for arm, a in arms.items():
+            if a["world_size"] == top:
+                lines.append(f"- **{arm}**: rank 0 holds {a['measured_state_bytes'] / 1e6:.2f} MB of parameters, "
+                             f"gradients and Adam state (the model says {a['estimated_state_bytes'] / 1e6:.2f} MB, "
+                             f"{a['state_error']:+.1%}); its peak was {a['peak_bytes'] / 1e6:.2f} MB.")
+        for world, gap in summary["loss_gap"].items():
+            lines.append(f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training.")
+        if summary["max_state_error"] is not None:
+            lines.append(f"- Largest model-state error against the ZeRO model: {summary['max_state_error']:.1%} "
+                         "(optimizer step counters and `torch.chunk` shard sizes account for it).")
+        return "\n".join(lines)
+
+    # --- figures ----------------------------------------------------------------------
+    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+        summary = self.summarize(frame, config)
+        return {"memory_by_category": self._bars(frame, summary), "memory_vs_world_size": self._vs_world(summary),
+                "memory_over_phases": self._phases(frame, summary), "loss": self._loss(frame),
+                "what_if": self._what_if(config, summary)}
+
+    def _bars(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
+        top = max((a["world_size"] for a in summary["arms"].values()), default=0)
+        labels, stacks = [], {c: [] for c in CATEGORIES}
+        for arm, a in summary["arms"].items():
+            if a["world_size"] != top:
+                continue
+            rows = frame[frame["arm"] == arm]
+            values = dict(zip(rows["metric"], rows["value"]))
+            for rank in range(top):
+                labels.append(f"{a['strategy']}<br>rank {rank} measured")
+                for c in CATEGORIES:
+                    stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
+            estimate = model_states(values["rank_0/n_params"], top, a["strategy"].removesuffix("-bf16"), FP32_ADAM)
+            labels.append(f"{a['strategy']}<br>estimated")
+            for c, v in zip(CATEGORIES, [estimate.params, estimate.grads, estimate.optimizer, 0, 0, 0, 0]):
+                stacks[c].append(v / 1e6)
+        fig = go.Figure()
+        for c in CATEGORIES:
+            fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
+                        hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+        fig.update_layout(barmode="stack")
+        return layout(fig, f"Peak memory per rank by category (N={top}); estimate = model states only",
+                      "strategy and rank", "MB")
+
+    def _vs_world(self, summary: dict) -> go.Figure:
+        fig = go.Figure()
+        by_strategy: dict[str, list] = {}
+        for a in summary["arms"].values():
+            by_strategy.setdefault(a["strategy"], []).append(a)
+        colors = arm_colors(list(by_strategy))
+        for strategy, items in by_strategy.items():
+            items.sort(key=lambda a: a["world_size"])
+            n = [a["world_size"] for a in items]
+            fig.add_scatter(x=n, y=[a["measured_state_bytes"] / 1e6 for a in items], name=f"{strategy} measured",
+                            mode="lines+markers", line=dict(color=colors[strategy]),
+                            hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+            fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / 1e6 for a in items], name=f"{strategy} model",
+                            mode="lines", line=dict(color=colors[strategy], dash="dash"), hoverinfo="skip")
+        fig.update_xaxes(dtick=1)
+        return layout(fig, "Per-rank model state (parameters + gradients + Adam) vs world size", "world size N (ranks)",
+                      "MB on rank 0")
+
+    def _phases(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
+        fig = go.Figure()
+        colors = arm_colors(list(summary["arms"]))
+        for arm in summary["arms"]:
+            rows = frame[frame["arm"] == arm]
+            values = dict(zip(rows["metric"], rows["value"]))
+            totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
+            fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors[arm]),
+                            hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+        return layout(fig, "Rank 0's tracked memory over one step", "phase of step 1", "MB")
+
+    def _loss(self, frame: pd.DataFrame) -> go.Figure:
+        fig = go.Figure()
+        colors = arm_colors(arms_in_order(frame))
+        for arm, rows in metric_series(frame, "loss").groupby("arm", sort=False):
+            fig.add_scatter(x=rows["step"], y=rows["value"], name=arm, mode="lines+markers",
+                            line=dict(color=colors[arm]), hovertemplate=f"{arm}<br>step %{{x}}<br>loss %{{y:.5f}}<extra></extra>")
+        return layout(fig, "Training loss (mean over ranks): the same for every strategy", "step", "cross-entropy (nats)")
+
+    def _what_if(self, config: Config, summary: dict) -> go.Figure:
+        bpp = PRECISIONS[config.whatif_precision]
+        devices = np.unique(np.logspace(0, np.log10(1024), 40).astype(int))
+        fig = go.Figure()
+        for stage, name in (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP")):
+            gb = [model_states(config.whatif_params_billion * 1e9, int(n), stage, bpp).total / GB for n in devices]
+            at = model_states(config.whatif_params_billion * 1e9, config.whatif_devices, stage, bpp).total / GB
+            fig.add_scatter(x=devices, y=gb, name=f"{name}: {at:,.1f} GB at N={config.whatif_devices}", mode="lines",
+                            hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
+        fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
+        error = summary.get("max_state_error")
+        note = f"model vs measured on the small runs: within {error:.1%}" if error is not None else "run to validate the model"
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False, xanchor="left")
+        fig.update_xaxes(type="log")
+        return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision}",
+                      "devices N (log scale)", "model state per device (GB, log scale)", log_y=True)

@@ -1,0 +1,122 @@
+"""DDP vs FSDP memory: the ZeRO model, measured on real gloo process groups.
+
+The launches start real processes (a few seconds each, more on a loaded machine), so the
+measured runs share one module-scoped result: world sizes 1 and 2, DDP and FSDP (ZeRO-3).
+"""
+import subprocess
+import time
+
+import pytest
+import torch
+
+from engines.distributed import RankFailed, launch
+from engines.memory_model import PRECISIONS, model_states, zero_paper_example
+from scenarios import get_scenario
+from scenarios.base import ConfigError
+
+SCENARIO = get_scenario("ddp-fsdp-memory")
+SMALL = {"world_size": 2, "sweep_world_size": True, "layers": 2, "hidden": 64, "batch": 2, "seq_len": 16,
+         "steps": 3, "strategies": "ddp,fsdp-zero3"}
+
+
+def dist_workers_alive() -> int:
+    result = subprocess.run(["pgrep", "-f", "engines.dist_worker"], capture_output=True, text=True)
+    return len(result.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    result = SCENARIO.run(SMALL)
+    assert result.status == "finished", result.status
+    return result.summary["arms"]
+
+
+def test_estimator_reproduces_the_zero_paper_example() -> None:
+    """Ψ = 7.5B, N = 64, K = 12: 120 GB (DDP) -> 31.4 -> 16.6 -> 1.9 GB."""
+    gb = zero_paper_example()
+    assert gb["ddp"] == pytest.approx(120.0)
+    assert gb["zero1"] == pytest.approx(31.4, abs=0.05)
+    assert gb["zero2"] == pytest.approx(16.6, abs=0.05)
+    assert gb["zero3"] == pytest.approx(1.9, abs=0.05)
+
+
+def test_fp32_adam_is_16_bytes_per_parameter_on_one_device() -> None:
+    assert model_states(1000, 1, "ddp", PRECISIONS["fp32 Adam"]).total == 16000
+
+
+@pytest.mark.slow
+def test_ddp_state_is_constant_in_n_and_fsdp_shrinks_as_1_over_n(measured) -> None:
+    ddp1, ddp2 = measured["ddp · N=1"]["measured_state_bytes"], measured["ddp · N=2"]["measured_state_bytes"]
+    fsdp1, fsdp2 = measured["fsdp-zero3 · N=1"]["measured_state_bytes"], measured["fsdp-zero3 · N=2"]["measured_state_bytes"]
+    assert ddp2 == ddp1, f"DDP per-rank state {ddp1} -> {ddp2} bytes"
+    # torch.chunk shards: rank 0 gets ceil(dim0 / N) rows, so not exactly half.
+    assert fsdp2 / fsdp1 == pytest.approx(0.5, rel=0.02), f"FSDP N=2/N=1 = {fsdp2 / fsdp1:.4f}"
+
+
+@pytest.mark.slow
+def test_measured_model_state_is_within_5_percent_of_the_estimator(measured) -> None:
+    for arm, a in measured.items():
+        assert abs(a["state_error"]) < 0.05, f"{arm}: measured {a['measured_state_bytes']} vs model {a['estimated_state_bytes']}"
+
+
+@pytest.mark.slow
+def test_ddp_and_fsdp_compute_the_same_training(measured) -> None:
+    for world in (1, 2):
+        ddp, fsdp = measured[f"ddp · N={world}"]["losses"], measured[f"fsdp-zero3 · N={world}"]["losses"]
+        assert ddp == pytest.approx(fsdp, abs=1e-5), f"N={world}: {ddp} vs {fsdp}"
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_run_with_its_message() -> None:
+    job = {"strategies": ["ddp"], "seed": 0, "vocab": 64, "hidden": 16, "layers": 1, "heads": 4, "batch": 2,
+           "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "fail_rank": 1}
+    started = time.monotonic()
+    with pytest.raises(RankFailed, match="rank 1 failed .*injected failure on rank 1"):
+        list(launch(job, 2))
+    assert time.monotonic() - started < 60
+    assert dist_workers_alive() == 0, "a rank outlived the failed run"
+
+
+@pytest.mark.slow
+def test_stop_terminates_every_rank() -> None:
+    job = {"strategies": ["ddp", "fsdp-zero3"] * 20, "seed": 0, "vocab": 64, "hidden": 32, "layers": 2, "heads": 4,
+           "batch": 2, "seq_len": 8, "steps": 20, "lr": 1e-3, "optimizer": "adam"}
+    records = launch(job, 2)
+    next(records)  # both ranks are up and training
+    records.close()  # what the scenario does when Stop is pressed
+    assert dist_workers_alive() == 0
+
+
+def test_a_world_that_would_not_fit_is_refused_before_launch(monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_MEMORY_LIMIT_BYTES", str(100e6))
+    with pytest.raises(ConfigError, match=r"world_size=4 .* needs about .* GB"):
+        SCENARIO.run({"world_size": 4})
+    assert dist_workers_alive() == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the NCCL path needs GPUs")
+def test_gpu_path_reports_allocated_and_reserved() -> None:
+    job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 64, "layers": 2, "heads": 4,
+           "batch": 2, "seq_len": 16, "steps": 2, "lr": 1e-3, "optimizer": "adam"}
+    records = [r for r in launch(job, min(2, torch.cuda.device_count())) if "loss" not in r["metrics"]]
+    assert all(r["device"] == "cuda" for r in records)
+    assert all(r["metrics"]["peak/reserved"] >= r["metrics"]["peak/allocated"] > 0 for r in records)
+
+
+@pytest.mark.slow
+def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> None:
+    """`torchrun -m engines.dist_worker --out DIR` on 2 local ranks; the scenario draws DIR."""
+    import json
+    import sys
+    from pathlib import Path
+    job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 32, "layers": 1, "heads": 4,
+           "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam"}
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "engines.dist_worker", "--job", json.dumps(job), "--out", str(tmp_path)],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank_00.jsonl", "rank_01.jsonl"]
+    summary = SCENARIO.run({"result_dir": str(tmp_path)}).summary
+    assert set(summary["arms"]) == {"ddp · N=2", "fsdp-zero3 · N=2"}
+    assert all(abs(a["state_error"]) < 0.05 for a in summary["arms"].values())
