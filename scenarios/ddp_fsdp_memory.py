@@ -29,9 +29,11 @@ from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
 
 VOCAB = 64
 FP32_ADAM = PRECISIONS["fp32 Adam"]
+# On CUDA the worker reports the allocator's "allocated" (and "reserved") bytes instead of categories.
 CATEGORIES = ["parameters", "gradients", "optimizer state", "activations", "unsharded parameters",
-              "temporaries", "communication buffers"]
-CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f"]))
+              "temporaries", "communication buffers", "allocated"]
+CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f",
+                                        "#17becf"]))
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
 
 
@@ -47,9 +49,9 @@ class Config(ScenarioConfig):
     seq_len: int = Field(32, ge=8, le=256, description="Tokens per sequence (activations grow with it).")
     steps: int = Field(3, ge=2, le=20, description="Training steps per arm; memory is measured at step 1.")
     optimizer: Literal["adam", "adamw"] = Field("adam", description="Two fp32 moments per parameter either way.")
-    whatif_params_billion: float = Field(7.5, ge=0.1, le=1000.0, description="What-if: parameters, in billions.",
+    whatif_params_billion: float = Field(70.0, ge=0.1, le=1000.0, description="What-if: parameters, in billions.",
                                          json_schema_extra={"scale": "log"})
-    whatif_devices: int = Field(64, ge=1, le=1024, description="What-if: devices.")
+    whatif_devices: int = Field(512, ge=1, le=1024, description="What-if: devices.")
     whatif_precision: Literal["mixed (bf16 + fp32 Adam)", "fp32 Adam"] = Field(
         "mixed (bf16 + fp32 Adam)", description="What-if: bytes per parameter (2+2+12 or 4+4+8).")
     result_dir: str = Field("", max_length=500, description="A folder of rank_XX.jsonl written by a torchrun job "
@@ -155,7 +157,8 @@ class DdpFsdpMemory(Scenario):
             losses = metric_series(rows, "loss")["value"].tolist()
             arms[arm] = {"strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
                          "estimated_state_bytes": estimate.total, "state_error": measured / estimate.total - 1,
-                         "peak_bytes": peak, "losses": losses}
+                         "peak_bytes": peak, "peak_reserved_bytes": values.get("rank_0/peak/reserved"),
+                         "losses": losses}
         loss_gap = {}
         for world in sorted({a["world_size"] for a in arms.values()}):
             curves = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]]
@@ -174,7 +177,9 @@ class DdpFsdpMemory(Scenario):
             if a["world_size"] == top:
                 lines.append(f"- **{arm}**: rank 0 holds {a['measured_state_bytes'] / 1e6:.2f} MB of parameters, "
                              f"gradients and Adam state (the model says {a['estimated_state_bytes'] / 1e6:.2f} MB, "
-                             f"{a['state_error']:+.1%}); its peak was {a['peak_bytes'] / 1e6:.2f} MB.")
+                             f"{a['state_error']:+.1%}); its peak was {a['peak_bytes'] / 1e6:.2f} MB"
+                             + (f" allocated, {a['peak_reserved_bytes'] / 1e6:.2f} MB reserved by the CUDA allocator."
+                                if a["peak_reserved_bytes"] else "."))
         for world, gap in summary["loss_gap"].items():
             lines.append(f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training.")
         if summary["max_state_error"] is not None:
@@ -198,20 +203,19 @@ class DdpFsdpMemory(Scenario):
             rows = frame[frame["arm"] == arm]
             values = dict(zip(rows["metric"], rows["value"]))
             for rank in range(top):
-                labels.append(f"{a['strategy']}<br>rank {rank} measured")
+                labels.append(f"{a['strategy']}<br>rank {rank}")
                 for c in CATEGORIES:
                     stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
             estimate = model_states(values["rank_0/n_params"], top, a["strategy"].removesuffix("-bf16"), FP32_ADAM)
-            labels.append(f"{a['strategy']}<br>estimated")
-            for c, v in zip(CATEGORIES, [estimate.params, estimate.grads, estimate.optimizer, 0, 0, 0, 0]):
+            labels.append(f"{a['strategy']}<br>model")
+            for c, v in zip(CATEGORIES, [estimate.params, estimate.grads, estimate.optimizer, 0, 0, 0, 0, 0]):
                 stacks[c].append(v / 1e6)
         fig = go.Figure()
         for c in CATEGORIES:
             fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
                         hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
         fig.update_layout(barmode="stack")
-        return layout(fig, f"Peak memory per rank by category (N={top}); estimate = model states only",
-                      "strategy and rank", "MB")
+        return layout(fig, f"Peak memory per rank by category, N={top}", "measured per rank; model = ZeRO model states", "MB")
 
     def _vs_world(self, summary: dict) -> go.Figure:
         fig = go.Figure()
@@ -228,8 +232,8 @@ class DdpFsdpMemory(Scenario):
             fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / 1e6 for a in items], name=f"{strategy} model",
                             mode="lines", line=dict(color=colors[strategy], dash="dash"), hoverinfo="skip")
         fig.update_xaxes(dtick=1)
-        return layout(fig, "Per-rank model state (parameters + gradients + Adam) vs world size", "world size N (ranks)",
-                      "MB on rank 0")
+        return layout(fig, "Model state per rank vs world size", "world size N (ranks)",
+                      "params + grads + Adam on rank 0 (MB)")
 
     def _phases(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
         fig = go.Figure()
@@ -240,7 +244,7 @@ class DdpFsdpMemory(Scenario):
             totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
             fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors[arm]),
                             hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
-        return layout(fig, "Rank 0's tracked memory over one step", "phase of step 1", "MB")
+        return layout(fig, "Rank 0's memory through one step", "phase of step 1", "tracked bytes (MB)")
 
     def _loss(self, frame: pd.DataFrame) -> go.Figure:
         fig = go.Figure()
@@ -248,7 +252,7 @@ class DdpFsdpMemory(Scenario):
         for arm, rows in metric_series(frame, "loss").groupby("arm", sort=False):
             fig.add_scatter(x=rows["step"], y=rows["value"], name=arm, mode="lines+markers",
                             line=dict(color=colors[arm]), hovertemplate=f"{arm}<br>step %{{x}}<br>loss %{{y:.5f}}<extra></extra>")
-        return layout(fig, "Training loss (mean over ranks): the same for every strategy", "step", "cross-entropy (nats)")
+        return layout(fig, "Loss: the same for every strategy", "step", "mean loss over ranks (nats)")
 
     def _what_if(self, config: Config, summary: dict) -> go.Figure:
         bpp = PRECISIONS[config.whatif_precision]
@@ -264,5 +268,5 @@ class DdpFsdpMemory(Scenario):
         note = f"model vs measured on the small runs: within {error:.1%}" if error is not None else "run to validate the model"
         fig.add_annotation(text=note, xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False, xanchor="left")
         fig.update_xaxes(type="log")
-        return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision}",
+        return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision.split(' (')[0]}",
                       "devices N (log scale)", "model state per device (GB, log scale)", log_y=True)
