@@ -24,8 +24,8 @@ GB = 1e9
 
 
 @dataclass(frozen=True)
-class BytesPerParam:
-    """Bytes per parameter of each model-state term."""
+class ModelStates:
+    """Bytes of each model-state term: per parameter (a precision) or per device (a result)."""
     params: float
     grads: float
     optimizer: float
@@ -34,23 +34,13 @@ class BytesPerParam:
     def total(self) -> float:
         return self.params + self.grads + self.optimizer
 
+
+BytesPerParam = ModelStates  # the same three terms, counted per parameter
 
 PRECISIONS: dict[str, BytesPerParam] = {
     "mixed (bf16 + fp32 Adam)": BytesPerParam(2, 2, 12),  # ZeRO's K = 12
     "fp32 Adam": BytesPerParam(4, 4, 8),
 }
-
-
-@dataclass(frozen=True)
-class ModelStates:
-    """Per-device bytes of each model-state term."""
-    params: float
-    grads: float
-    optimizer: float
-
-    @property
-    def total(self) -> float:
-        return self.params + self.grads + self.optimizer
 
 
 def model_states(n_params: float, world_size: int, strategy: Strategy, bpp: BytesPerParam) -> ModelStates:
