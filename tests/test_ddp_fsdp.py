@@ -20,7 +20,9 @@ SMALL = {"world_size": 2, "sweep_world_size": True, "layers": 2, "hidden": 64, "
 
 
 def dist_workers_alive() -> int:
-    result = subprocess.run(["pgrep", "-f", "engines.dist_worker"], capture_output=True, text=True)
+    """Rank processes started by this test process that are still alive."""
+    import os
+    result = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "engines.dist_worker"], capture_output=True, text=True)
     return len(result.stdout.split())
 
 
