@@ -15,8 +15,7 @@ Schedules here (`decay` after `warmup_steps` of linear warmup):
 - linear warmup:       lr · min(1, (t+1)/W)   — lr/W at step 0, lr from step W−1
 - warmup + cosine:     then lr · ½(1 + cos(π (t−W)/(T−W)))
 
-`Scheduled` steps a scheduler alongside its optimizer, so a plain training loop that
-only knows `optimizer.step()` (engines.training.train) follows the schedule.
+`engines.training.train(..., scheduler=...)` steps the schedule after each optimizer step.
 """
 import math
 from typing import Literal
@@ -51,29 +50,6 @@ def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     # factor(t) = 1/W + (1 − 1/W)·t/(W−1) = (t+1)/W, reaching 1 at t = W−1
     warmup = LinearLR(optimizer, start_factor=1 / warmup_steps, end_factor=1.0, total_iters=warmup_steps - 1)
     return SequentialLR(optimizer, [warmup, after], milestones=[warmup_steps])
-
-
-class Scheduled:
-    """An optimizer whose `step()` first advances the schedule (from the second step on).
-
-    Stepping the scheduler *before* each optimizer step (but the first) means
-    `param_groups[0]["lr"]`, read after `step()`, is the rate that step actually used.
-    """
-
-    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: LRScheduler) -> None:
-        self.optimizer = optimizer
-        self.scheduler = scheduler
-        self.param_groups = optimizer.param_groups
-        self._stepped = False
-
-    def step(self) -> None:
-        if self._stepped:
-            self.scheduler.step()
-        self._stepped = True
-        self.optimizer.step()
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
 
 
 def adam_first_step(grad: torch.Tensor, lr: float, eps: float = 1e-8) -> torch.Tensor:

@@ -57,8 +57,12 @@ def accuracy(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Ten
 def train(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterator[Batch],
           loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], steps: int, *,
           probe: LayerProbe | None = None, log_every: int = 1,
-          metric_fn: MetricFn | None = accuracy) -> Iterator[StepRecord | Diverged]:
-    """Train for `steps` steps; yield a StepRecord every `log_every` steps and at the last."""
+          metric_fn: MetricFn | None = accuracy,
+          scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> Iterator[StepRecord | Diverged]:
+    """Train for `steps` steps; yield a StepRecord every `log_every` steps and at the last.
+
+    A `scheduler` steps after each optimizer step, once that step's rate has been recorded:
+    the logged `lr` is the rate the step used."""
     model.train()
     try:
         for step in range(steps):
@@ -76,6 +80,8 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterator[
                 return
             if not logging:
                 optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
                 continue
             values: dict[str, torch.Tensor] = {"loss": loss.detach()}
             if metric_fn is not None:
@@ -90,6 +96,8 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterator[
                 per_layer["update_ratio"] = probe.update_ratios()
             metrics = _flatten(values, per_layer)
             metrics["lr"] = float(optimizer.param_groups[0]["lr"])
+            if scheduler is not None:
+                scheduler.step()
             bad = [name for name, value in metrics.items() if not math.isfinite(value)]
             if bad:
                 yield Diverged(step, f"diverged at step {step}: {bad[0]} is not finite")

@@ -21,9 +21,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
 
 from engines.models import init_linear
-from engines.schedules import Decay, Scheduled, build_scheduler
+from engines.schedules import Decay, build_scheduler
 from engines.training import Diverged, StepRecord, train
 
 Optimizer = Literal["adam", "adamw", "radam"]
@@ -158,11 +159,11 @@ class ArmSpec:
     seed: int = 0
 
 
-def build_optimizer(model: nn.Module, spec: ArmSpec, steps: int) -> Scheduled:
+def build_optimizer(model: nn.Module, spec: ArmSpec, steps: int) -> tuple[torch.optim.Optimizer, LRScheduler]:
     classes = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "radam": torch.optim.RAdam}
     # foreach: one fused kernel per op over all tensors (on CPU the default is a Python loop, ~3x slower here)
     optimizer = classes[spec.optimizer](model.parameters(), lr=spec.lr, betas=BETAS, foreach=True)
-    return Scheduled(optimizer, build_scheduler(optimizer, spec.warmup_steps, steps, spec.decay))
+    return optimizer, build_scheduler(optimizer, spec.warmup_steps, steps, spec.decay)
 
 
 def train_arm(spec: ArmSpec, steps: int, log_every: int = 1) -> Iterator[StepRecord | Diverged]:
@@ -177,5 +178,6 @@ def train_arm(spec: ArmSpec, steps: int, log_every: int = 1) -> Iterator[StepRec
         global_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float64)))
         return {"accuracy": (logits.argmax(dim=-1) == targets).float().mean(), "grad_norm_global": global_norm}
 
-    yield from train(model, build_optimizer(model, spec, steps), task.batches(spec.batch), sequence_loss, steps,
-                     probe=BlockProbe(model.blocks), log_every=log_every, metric_fn=metrics)
+    optimizer, scheduler = build_optimizer(model, spec, steps)
+    yield from train(model, optimizer, task.batches(spec.batch), sequence_loss, steps,
+                     probe=BlockProbe(model.blocks), log_every=log_every, metric_fn=metrics, scheduler=scheduler)

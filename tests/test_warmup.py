@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from engines.schedules import Scheduled, adam_first_step, build_scheduler, lr_at
+from engines.schedules import adam_first_step, build_scheduler, lr_at
 from engines.transformer import ReverseTask, SeqTransformer, sequence_loss
 from scenarios import get_scenario
 
@@ -20,12 +20,13 @@ def scheduled_lrs(lr: float, warmup_steps: int, total_steps: int, decay: str) ->
     """The rate each optimizer step used, read after the step as the training loop does."""
     weight = torch.zeros(2, requires_grad=True)
     optimizer = torch.optim.Adam([weight], lr=lr)
-    scheduled = Scheduled(optimizer, build_scheduler(optimizer, warmup_steps, total_steps, decay))
+    scheduler = build_scheduler(optimizer, warmup_steps, total_steps, decay)
     rates = []
     for _ in range(total_steps):
         weight.grad = torch.ones(2)
-        scheduled.step()
+        optimizer.step()
         rates.append(optimizer.param_groups[0]["lr"])
+        scheduler.step()
     return rates
 
 
