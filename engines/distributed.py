@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,38 +49,41 @@ def _pump(rank: int, stream, lines: "queue.Queue[tuple[int, str | None]]") -> No
     lines.put((rank, None))
 
 
-def launch(job: dict, world_size: int, *, timeout_s: float = 300.0, collective_timeout_s: float = 60.0,
-           should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:
-    """Run `job` on `world_size` ranks; yield each record as a rank prints it."""
-    port = free_port()
+def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 300.0,
+           collective_timeout_s: float = 60.0, should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+    """Run `job` on a process group of each size in `world_sizes` (side by side, each on its
+    own port); yield each record as a rank prints it. Records carry their `world_size`."""
+    worlds = [world_sizes] if isinstance(world_sizes, int) else list(world_sizes)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    errors = [tempfile.TemporaryFile(mode="w+") for _ in range(world_size)]
+    members = [(world, rank) for world in worlds for rank in range(world)]  # one process each
+    errors = [tempfile.TemporaryFile(mode="w+") for _ in members]
     procs: list[subprocess.Popen] = []
     lines: queue.Queue = queue.Queue()
     try:
-        for rank in range(world_size):
+        ports = {world: free_port() for world in worlds}
+        for index, (world, rank) in enumerate(members):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "engines.dist_worker", "--job", json.dumps(job), "--rank", str(rank),
-                 "--world-size", str(world_size), "--port", str(port), "--timeout-s", str(collective_timeout_s)],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[rank],
+                 "--world-size", str(world), "--port", str(ports[world]), "--timeout-s", str(collective_timeout_s)],
+                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[index],
                 text=True, start_new_session=True))
-            threading.Thread(target=_pump, args=(rank, procs[-1].stdout, lines), daemon=True).start()
-        open_ranks, deadline = set(range(world_size)), time.monotonic() + timeout_s
+            threading.Thread(target=_pump, args=(index, procs[-1].stdout, lines), daemon=True).start()
+        open_ranks, deadline = set(range(len(members))), time.monotonic() + timeout_s
         while open_ranks:
             if should_stop():
                 return
             try:
                 rank, line = lines.get(timeout=0.1)
             except queue.Empty:
-                _check(procs, errors)
+                _check(procs, errors, members)
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the distributed run took longer than {timeout_s:.0f} s") from None
                 continue
             if line is None:
                 open_ranks.discard(rank)
                 procs[rank].wait()
-                _check(procs, errors)
+                _check(procs, errors, members)
             elif line.strip():
                 yield json.loads(line)
     finally:
@@ -89,13 +92,15 @@ def launch(job: dict, world_size: int, *, timeout_s: float = 300.0, collective_t
             handle.close()
 
 
-def _check(procs: list[subprocess.Popen], errors: list) -> None:
+def _check(procs: list[subprocess.Popen], errors: list, members: list[tuple[int, int]]) -> None:
     """Raise for the first rank that exited with an error (the others are reaped by the caller)."""
-    for rank, proc in enumerate(procs):
+    for index, proc in enumerate(procs):
         code = proc.poll()
         if code not in (None, 0):
-            errors[rank].seek(0)
-            raise RankFailed(f"rank {rank} failed (exit code {code}): {_last_error_line(errors[rank].read())}")
+            errors[index].seek(0)
+            world, rank = members[index]
+            where = f"rank {rank}" + (f" of {world}" if len(set(w for w, _ in members)) > 1 else "")
+            raise RankFailed(f"{where} failed (exit code {code}): {_last_error_line(errors[index].read())}")
 
 
 def _reap(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:

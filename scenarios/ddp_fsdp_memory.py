@@ -121,15 +121,12 @@ class DdpFsdpMemory(Scenario):
                "batch": config.batch, "seq_len": config.seq_len, "steps": config.steps, "lr": 1e-3,
                "optimizer": config.optimizer}
         worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
-        per_world = len(job["strategies"]) * (config.steps + 1) * max(worlds)
-        for i, world in enumerate(worlds):
-            done = 0
-            for record in launch(job, world, should_stop=run.should_stop):
-                self._ingest(run, record, world)
-                done += 1
-                run.progress((i + min(1.0, done / per_world)) / len(worlds))
-            if run.should_stop():
-                return
+        # All world sizes side by side: each process tracks only its own memory, and the
+        # process start (importing torch) is most of the wait.
+        expected = len(job["strategies"]) * (config.steps + 1) * sum(worlds)
+        for done, record in enumerate(launch(job, worlds, should_stop=run.should_stop), start=1):
+            self._ingest(run, record, record["world_size"])
+            run.progress(min(1.0, done / expected))
 
     @staticmethod
     def _ingest(run: Run, record: dict, world: int) -> None:
