@@ -208,7 +208,7 @@ class DdpFsdpMemory(Scenario):
             for c, v in zip(CATEGORIES, [estimate.params, estimate.grads, estimate.optimizer, 0, 0, 0, 0, 0]):
                 stacks[c].append(v / 1e6)
         fig = go.Figure()
-        for c in CATEGORIES:
+        for c in (c for c in CATEGORIES if any(stacks[c])):  # e.g. "allocated" only exists on CUDA
             fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
                         hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
         fig.update_layout(barmode="stack")
