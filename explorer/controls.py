@@ -18,9 +18,9 @@ def widget_key(scenario: Scenario, name: str) -> str:
     return f"{scenario.id}.{name}"
 
 
-def log_grid(low: float, high: float, default: float) -> list[float]:
-    """1-2-5 steps per decade from low to high, plus the default."""
-    values = {low, high, default}
+def log_grid(low: float, high: float, *extra: float) -> list[float]:
+    """1-2-5 steps per decade from low to high, plus the given values (the default, the current one)."""
+    values = {low, high, *extra}
     for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
         for mantissa in (1, 2, 5):
             value = float(f"{mantissa}e{exponent}")
@@ -43,8 +43,9 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
             values[name] = st.toggle(label, key=key, help=help_text)
         elif kind in ("int", "float") and "ge" in spec and "le" in spec:
             low, high = spec["ge"], spec["le"]
-            if spec["scale"] == "log":
-                values[name] = st.select_slider(label, options=log_grid(low, high, spec["default"]), key=key,
+            if spec["scale"] == "log":  # the grid also holds the current value (a link may carry 3e-4)
+                options = log_grid(low, high, spec["default"], st.session_state[key])
+                values[name] = st.select_slider(label, options=options, key=key,
                                                 help=help_text, format_func=lambda v: f"{v:g}")
             elif kind == "int" and high - low > SLIDER_MAX_VALUES:
                 values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, help=help_text)

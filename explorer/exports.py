@@ -30,11 +30,12 @@ def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, 
             path = out / f"{safe_name(name)}.html"
             figure.write_html(path, include_plotlyjs=True, full_html=True)
             written.append(path)
-    for fmt in (f for f in formats if f in IMAGE_FORMATS):
-        paths = [out / f"{safe_name(name)}.{fmt}" for name in figures]
-        if paths:
-            pio.write_images(list(figures.values()), paths, format=fmt, width=WIDTH, height=HEIGHT)
-            written += paths
+    images = [(figure, out / f"{safe_name(name)}.{fmt}", fmt)
+              for fmt in formats if fmt in IMAGE_FORMATS for name, figure in figures.items()]
+    if images:  # one call: kaleido starts Chromium once for every image of every format
+        figs, paths, fmts = (list(column) for column in zip(*images))
+        pio.write_images(figs, paths, format=fmts, width=WIDTH, height=HEIGHT)
+        written += paths
     return written
 
 

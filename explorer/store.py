@@ -152,6 +152,13 @@ class RunStore:
             rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*params, limit)).fetchall()
         return [_stored(row) for row in rows]
 
+    def count(self, scenario: str | None = None) -> int:
+        query, params = "SELECT COUNT(*) FROM runs", ()
+        if scenario:
+            query, params = query + " WHERE scenario = ?", (scenario,)
+        with self._connect() as db:
+            return db.execute(query, params).fetchone()[0]
+
     def delete(self, run_id: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))

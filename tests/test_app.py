@@ -50,7 +50,7 @@ def test_change_a_slider_run_and_see_the_plots() -> None:
     at.sidebar.slider(key="vanishing-gradients.depth").set_value(6)
     at.sidebar.slider(key="vanishing-gradients.steps").set_value(30)
     at.run()
-    at.button[0].click()  # Run
+    at.button(key="run").click()  # Run
     at = run_until_done(at)
     assert not at.exception and not at.error
     assert at.get("progress")[0].proto.text.startswith("Finished")
@@ -59,7 +59,7 @@ def test_change_a_slider_run_and_see_the_plots() -> None:
     assert any("layer 6" in m.value for m in at.markdown), "what-to-look-for reads depth 6"
 
     # The same config again is served from the store, without training.
-    at.button[0].click().run()
+    at.button(key="run").click().run()
     assert "Served from the run store" in at.get("progress")[0].proto.text
 
 
@@ -67,12 +67,12 @@ def test_moving_a_slider_during_a_run_does_not_restart_it() -> None:
     at = open_page()
     at.sidebar.slider(key="vanishing-gradients.steps").set_value(3000)
     at.run()
-    at.button[0].click().run()
+    at.button(key="run").click().run()
     handle = at.session_state["run:vanishing-gradients"]
     at.sidebar.slider(key="vanishing-gradients.depth").set_value(12).run()
     assert at.session_state["run:vanishing-gradients"] is handle
     assert any("Settings changed since this run started" in c.value for c in at.caption)
-    at.button[1].click().run()  # Stop
+    at.button(key="stop").click().run()  # Stop
     assert handle.snapshot().status == "stopped"
     assert at.get("progress")[0].proto.text.startswith("Stopped")
 
@@ -85,7 +85,7 @@ def failing_page() -> None:
 
 def test_a_run_that_raises_shows_its_error_on_the_page() -> None:
     at = AppTest.from_function(failing_page, default_timeout=60).run()
-    at.button[0].click()
+    at.button(key="run").click()
     at = run_until_done(at)
     assert any("The run failed: ValueError: the engine broke" in e.value for e in at.error)
     assert at.get("progress")[0].proto.text.startswith("Failed")

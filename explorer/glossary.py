@@ -1,0 +1,149 @@
+"""The training glossary, as data: every term, our own one-line definition, its section.
+
+The term list follows the course glossary (seed 000: seven sections from core mechanics to
+distributed training) plus the gradient-related terms of seed 004, gathered in their own
+section. The definitions are written here, in our words. Scenarios name the terms they
+show in their `terms` tuple using exactly these names; `tests/test_glossary.py` checks
+that every declared term is defined here, and the Glossary page links each term to the
+scenarios that show it.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str        # exact name scenarios use in `terms`
+    definition: str  # one line, ours
+    section: str
+    origin: str = "course"  # "course" (seed 000), "gradients" (seed 004), or "added" (declared by a scenario)
+
+
+SECTIONS: dict[str, list[tuple[str, str]]] = {
+    "Core Mechanics": [
+        ("Tensor", "An n-dimensional grid of numbers with a dtype and a device; every input, weight and gradient is one."),
+        ("nn.Module", "The PyTorch class a layer or model subclasses: it owns parameters and sub-modules and defines forward()."),
+        ("Forward pass", "Feeding a batch through the layers in order to get outputs and, from them, the loss."),
+        ("Backpropagation", "Walking the computation backwards from the loss, multiplying local derivatives to get every parameter's gradient."),
+        ("Autodiff", "Letting the framework record the operations and derive exact gradients mechanically, instead of by hand."),
+        ("Chain rule", "The derivative of f(g(x)) is f'(g(x))·g'(x): through many layers, a product of per-layer factors."),
+        ("Loss function", "The scalar that scores predictions against targets; training is the search for weights that make it small."),
+        ("Gradient descent", "Step the weights a little against the gradient, recompute, and repeat until the loss stops falling."),
+        ("Initialization", "How weights are drawn before step 0; its variance decides whether signals and gradients keep their size through depth."),
+    ],
+    "Optimization & Training": [
+        ("SGD", "Gradient descent on a random mini-batch per step: w ← w − lr·g, noisy but cheap."),
+        ("Momentum", "Keep a decaying sum of past gradients and step along it, so consistent directions speed up and jitter cancels."),
+        ("Adam", "An optimizer that divides a momentum term by a running RMS of the gradient, giving each parameter its own step size."),
+        ("AdamW", "Adam whose weight decay shrinks the weights directly instead of being added to the gradient and then rescaled."),
+        ("Learning rate", "The multiplier on each update; too small and nothing moves, too large and the loss oscillates or blows up."),
+        ("Warmup", "Starting with a small learning rate and ramping it up over the first steps, while optimizer statistics are still poor."),
+        ("Cosine decay", "Lowering the learning rate along half a cosine from its peak to a floor by the end of training."),
+        ("Gradient clipping", "Rescaling the gradient when its norm passes a threshold, so one bad batch cannot throw the weights far."),
+        ("Batch size", "The number of examples averaged into one gradient estimate; larger batches give less noisy but costlier steps."),
+        ("Vanishing / exploding gradients", "Per-layer factors multiplying through depth, so early layers get gradients far smaller (or larger) than late ones."),
+        ("Dead ReLU", "A ReLU unit whose input is negative for every example, so it outputs zero and its weights never get a gradient again."),
+        ("Checkpoint", "Weights plus optimizer state written to disk mid-training, so a run can resume or be evaluated later."),
+    ],
+    "Architecture": [
+        ("Attention", "Each position builds its output as a weighted average of other positions' values, with weights it computes itself."),
+        ("Query / Key / Value (Q/K/V)", "Three linear maps of each token: queries are matched against keys, and the match weights mix the values."),
+        ("Scaled dot-product attention", "softmax(QKᵀ/√d)·V — dividing by √d keeps the scores from saturating the softmax as d grows."),
+        ("Multi-head attention", "Several smaller attentions side by side, each free to track a different relation, then concatenated."),
+        ("Positional encoding", "A signal added to (or rotating) token vectors so attention, which is order-blind, can tell positions apart."),
+        ("RoPE", "Rotary embeddings: rotate query and key pairs by position-dependent angles so their dot product depends on relative offset."),
+        ("Residual (skip) connection", "Computing h + f(h) instead of f(h), which gives the gradient an identity path around every block."),
+        ("Layer normalization", "Centering and scaling each example's features by their own mean and spread, independent of the batch."),
+        ("Batch normalization", "Centering and scaling each feature by its mean and spread over the batch, with learned scale and shift."),
+        ("Dropout", "Zeroing a random fraction of activations at training time so the network cannot lean on any single unit."),
+    ],
+    "Generalization": [
+        ("Weight decay / L2 regularization", "Pulling every weight toward zero a little each step, which favours smaller, smoother solutions."),
+        ("Overfitting", "Training loss keeps falling while held-out loss rises: the model is fitting noise particular to its training set."),
+        ("Early stopping", "Keeping the weights from the step where validation loss was lowest instead of those from the last step."),
+        ("Embedding", "A learned vector per item (token, image, user) in a space where distance tracks similarity."),
+        ("Contrastive learning", "Shaping an embedding space by making matched pairs score higher than mismatched ones."),
+        ("InfoNCE", "A contrastive loss: cross-entropy over which of many candidates is the true partner of each anchor."),
+        ("Cosine similarity", "The dot product of two vectors divided by their lengths: their agreement in direction, from −1 to 1."),
+    ],
+    "Fine-Tuning & Compression": [
+        ("Transfer learning", "Reusing what a model learned on one broad task as the starting point for another, narrower one."),
+        ("Fine-tuning", "Continuing training of pretrained weights on a smaller task-specific dataset, usually with a lower learning rate."),
+        ("LoRA", "Freezing a weight W and learning a low-rank correction B·A beside it, so only a few parameters train."),
+        ("Low-rank hypothesis", "The bet that the change fine-tuning needs has few important directions, so a low-rank update can capture it."),
+        ("Rank (r)", "The inner dimension of LoRA's B·A: it caps how many independent directions the update can have."),
+        ("Alpha scaling", "LoRA multiplies its update by α/r, so changing the rank does not change the update's overall size."),
+        ("Quantization", "Storing weights or activations as low-bit integers plus a scale, trading a rounding error for memory and speed."),
+        ("Scale / zero-point", "The two numbers of an affine quantizer: real ≈ scale · (integer − zero_point)."),
+        ("Symmetric / asymmetric quantization", "Symmetric fixes zero-point at 0 around a ±max range; asymmetric shifts the range to cover [min, max] exactly."),
+        ("Per-channel quantization", "One scale per output channel instead of one per tensor, so a single large channel cannot coarsen all the others."),
+        ("QAT (Quantization-Aware Training)", "Training with fake-quantized weights in the forward pass so the model learns to tolerate the rounding."),
+        ("Straight-through estimator", "Treating round() as the identity in the backward pass so a gradient can flow through the quantizer."),
+        ("Knowledge distillation", "Training a small student to match a large teacher's output distribution, not just the hard labels."),
+        ("Soft targets", "The teacher's full probability vector, whose small entries say which wrong answers are nearly right."),
+        ("Temperature", "Dividing logits by T before the softmax: T > 1 flattens the distribution, T < 1 sharpens it."),
+        ("KL divergence", "The expected extra log-loss of coding samples from P with a code built for Q; zero only when they match."),
+    ],
+    "Alignment": [
+        ("Bradley-Terry model", "P(a preferred to b) = σ(r(a) − r(b)): pairwise preferences explained by a hidden score per item."),
+        ("Reward model", "A network trained on human comparisons to output a score for a response, standing in for the human."),
+        ("RLHF", "Fine-tuning a language model with reinforcement learning against a reward model fitted to human preferences."),
+        ("PPO", "A policy-gradient method that clips each update's probability ratio so the policy cannot move too far per step."),
+        ("DPO", "Fitting the policy to preference pairs directly with a logistic loss on log-probability ratios, with no reward model."),
+        ("Beta (β), in DPO", "The strength of DPO's tie to the reference model: small β lets the policy drift further from it."),
+    ],
+    "Distributed Training": [
+        ("DDP", "Data parallelism with a full replica per device: each computes gradients on its shard of the batch, then they are averaged."),
+        ("FSDP", "Sharding parameters, gradients and optimizer state across devices and gathering each layer only while it is needed."),
+        ("DTensor", "A tensor that knows how it is split or replicated across devices, so sharded code reads like single-device code."),
+        ("All-reduce", "A collective that sums (or averages) one tensor across all ranks and leaves the result on every rank."),
+        ("All-gather", "A collective where each rank contributes its shard and every rank receives the concatenation."),
+        ("Mixed precision", "Running matmuls in bf16 or fp16 for speed and memory while keeping sensitive state in fp32."),
+        ("Master weights", "The fp32 copy of the parameters that updates are applied to, so tiny steps are not rounded away in 16 bits."),
+    ],
+    "Gradients & Numerics": [
+        ("Gradient", "The vector of partial derivatives of the loss: which way, and how steeply, each weight would raise it."),
+        ("Autograd", "PyTorch's autodiff engine: it records operations on tensors and runs the backward pass on .backward()."),
+        ("Optimizer", "The rule that turns gradients (and its own running state) into weight updates: SGD, Adam and the like."),
+        ("Activation function", "The elementwise nonlinearity between layers; its slope is a factor in every back-propagated gradient."),
+        ("ReLU", "max(0, x): slope 1 for positive inputs and 0 otherwise, cheap and non-saturating on one side."),
+        ("NaN (Not a Number)", "The floating-point value for undefined results such as 0/0 or ∞−∞; one NaN spreads to everything it touches."),
+        ("Gradient accumulation", "Summing gradients over several micro-batches before one optimizer step, to emulate a batch that does not fit."),
+        ("Activation checkpointing", "Keeping only some activations in the forward pass and recomputing the rest during backward: compute for memory."),
+        ("Learning rate schedule", "The learning rate as a function of step — warmup, constant, step, cosine — rather than one fixed number."),
+        ("Cross-entropy", "The negative log-probability a model gives the correct class; ln(classes) when it is guessing uniformly."),
+        ("Softmax", "exp(zᵢ)/Σ exp(zⱼ): turns a vector of logits into probabilities that are positive and sum to one."),
+    ],
+}
+
+ORIGIN_BY_SECTION = {"Gradients & Numerics": "gradients"}
+ADDED = {"Initialization"}  # in neither seed list; declared by a scenario and a genuine training term
+
+TERMS: tuple[Term, ...] = tuple(
+    Term(name, definition, section, "added" if name in ADDED else ORIGIN_BY_SECTION.get(section, "course"))
+    for section, entries in SECTIONS.items() for name, definition in entries)
+BY_NAME: dict[str, Term] = {term.name: term for term in TERMS}
+
+
+def term(name: str) -> Term:
+    """The glossary entry named exactly `name` (KeyError names close matches)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        close = [t.name for t in TERMS if name.lower() in t.name.lower() or t.name.lower() in name.lower()]
+        raise KeyError(f"{name!r} is not a glossary term" + (f"; did you mean {', '.join(close)}?" if close else ""))
+
+
+def scenarios_by_term(scenarios) -> dict[str, list]:
+    """Term name -> the scenarios (in gallery order) whose `terms` name it."""
+    shown: dict[str, list] = {t.name: [] for t in TERMS}
+    for scenario in scenarios:
+        for name in scenario.terms:
+            if name in shown:
+                shown[name].append(scenario)
+    return shown
+
+
+def coverage(scenarios) -> tuple[int, int]:
+    """(terms with at least one live experiment, all terms)."""
+    shown = scenarios_by_term(scenarios)
+    return sum(1 for hits in shown.values() if hits), len(shown)

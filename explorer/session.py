@@ -1,0 +1,48 @@
+"""What every page shares: the run store of this server process, and starting or loading a run."""
+import os
+
+import streamlit as st
+
+from explorer.runs import RunHandle
+from explorer.store import DEFAULT_PATH, RunStore
+from scenarios.base import Scenario, ScenarioConfig
+
+
+def run_store() -> RunStore:
+    """The store at `EXPLORER_STORE` (or the default path); one object per path and process."""
+    return _store_at(os.environ.get("EXPLORER_STORE") or str(DEFAULT_PATH))
+
+
+@st.cache_resource(show_spinner=False)
+def _store_at(path: str) -> RunStore:
+    return RunStore(path)  # it holds only a path; connections are per call
+
+
+def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = False,
+                  store: RunStore | None = None) -> RunHandle:
+    """Serve a complete stored run of exactly this config and code, or start training it.
+
+    Pass `store` when calling from outside the script thread (a seed group's worker)."""
+    store = store or run_store()
+    if not fresh:
+        stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
+        if stored is not None:
+            return RunHandle.from_stored(scenario, stored, store)
+    return RunHandle.start(scenario, config, store)
+
+
+def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | None:
+    """A handle showing the stored complete run of this config, or None when there is none."""
+    store = run_store()
+    stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
+    return None if stored is None else RunHandle.from_stored(scenario, stored, store)
+
+
+def stored_frame(run_id: str):
+    """A stored run's records (cached: a stored run never changes)."""
+    return _stored_frame(str(run_store().path), run_id)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _stored_frame(path: str, run_id: str):
+    return _store_at(path).frame(run_id)

@@ -1,0 +1,80 @@
+"""What a scenario page shows, as data: the frame, the figures and the rows behind them.
+
+The live view draws a `View`, and the exports write the same `View`, so a downloaded figure
+is the figure on the page: the current run (or the mean over seeds, with bands) plus any
+overlaid stored runs. Every figure still comes from `scenario.figures(frame, config)`.
+"""
+from dataclasses import dataclass, field
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from explorer.compare import Overlay, dash_overlays, merge_lines, overlay_frame
+from explorer.look import polish
+from explorer.runs import RunHandle
+from explorer.seeds import SeedGroup, aggregate, banded_figures
+from scenarios.base import Scenario
+from scenarios.plotting import arm_colors
+
+
+@dataclass(frozen=True)
+class View:
+    base: pd.DataFrame                 # this run's records (the mean over seeds for a seed group)
+    figures: dict[str, go.Figure]
+    data: pd.DataFrame                 # the rows the figures were drawn from, for metrics.csv
+    notes: list[str] = field(default_factory=list)  # what the figures show beyond one run
+
+
+def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list[Overlay],
+               band: str = "min–max") -> View:
+    """The current run's figures, with each overlaid stored run's lines drawn into them.
+
+    A stored run is drawn by the scenario's own `figures` from its own records and its own
+    config, exactly as its page would draw it alone; its line traces are then copied into the
+    figure of the same name, renamed "name [what differs]", recolored per arm and dashed.
+    (Appending its records to the current frame instead would let a figure that reads a
+    metric across all arms mix the two runs into one line.)
+    """
+    view = _build(scenario, handle, band)
+    base_arms = [str(a) for a in view.base["arm"].unique()]
+    colors = arm_colors(base_arms + [f"{a} [{o.label}]" for o in overlays for a in o.frame["arm"].unique()])
+    missing: list[str] = []
+    for overlay in overlays:
+        try:
+            own = scenario.figures(overlay.frame, scenario.validate(overlay.config))
+        except Exception:  # a stored run the current code cannot draw
+            own = {}
+        for name, figure in view.figures.items():
+            if name not in own or not merge_lines(figure, own[name], overlay, colors):
+                missing.append(name)
+    for fig in view.figures.values():
+        polish(dash_overlays(fig, overlays))
+    notes = [f"Overlaid: stored run {o.run_id} ({o.label}), its lines named “… [{o.label}]”, dashed."
+             for o in overlays]
+    if missing:
+        notes.append("Figures without lines to overlay show the current run only: "
+                     + ", ".join(dict.fromkeys(missing)) + ".")
+    return View(view.base, view.figures, overlay_frame(view.data, overlays), [*view.notes, *notes])
+
+
+def _build(scenario: Scenario, handle: RunHandle | SeedGroup, band: str) -> View:
+    """The current run alone: its frame and figures, or the mean over seeds with bands."""
+    config = handle.config
+    notes: list[str] = []
+    if isinstance(handle, SeedGroup):
+        snaps = handle.snapshots()
+        seeds = handle.seeds[:len(snaps)]
+        stats = aggregate([s.frame for s in snaps])
+        figures = banded_figures(scenario, stats, config, band) if len(snaps) > 1 else scenario.figures(stats["mean"], config)
+        data = stats["mean"].assign(min=stats["min"]["value"], max=stats["max"]["value"],
+                                    std=stats["plus_std"]["value"] - stats["mean"]["value"],
+                                    n_seeds=stats["count"]["value"].astype(int))
+        notes.append(f"Lines: the mean over seeds {', '.join(map(str, seeds))} of every (arm, step, metric); "
+                     f"band: the figure drawn from the per-point {describe_band(band)} over those seeds.")
+        return View(stats["mean"], figures, data, notes)
+    frame = handle.snapshot().frame
+    return View(frame, scenario.figures(frame, config), frame, notes)
+
+
+def describe_band(band: str) -> str:
+    return {"min–max": "minimum and maximum", "mean ± std": "mean minus and plus one standard deviation"}[band]

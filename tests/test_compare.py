@@ -1,0 +1,116 @@
+"""Compare: stored runs overlaid on the current figures (labelled by what differs), and the
+isolation view (a metric's final value against one setting, over runs differing only there)."""
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer.compare import (Overlay, differences, final_values, isolation_figure, isolation_table, overlay_frame,
+                              short_label, shows)
+from explorer.view import build_view
+from explorer.store import RunStore
+from explorer.url import config_query
+from scenarios import all_scenarios, get_scenario
+from scenarios.base import COLUMNS
+from tests.tiny_runs import tiny_frame
+
+SCENARIO = get_scenario("vanishing-gradients")
+
+
+def frame_of(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_a_label_says_what_differs() -> None:
+    base = {"depth": 10, "activation": "sigmoid", "seed": 0}
+    assert differences(base, {"depth": 30, "activation": "sigmoid", "seed": 0}) == {"depth": 30}
+    assert short_label({"depth": 30}, "abc") == "depth=30"
+    assert short_label({}, "abc") == "run abc"
+    long = short_label({f"field_{i}": "x" * 10 for i in range(6)}, "abc")
+    assert len(long) < 70 and long.endswith("more")
+
+
+def test_overlay_renames_arms_and_keeps_the_current_first() -> None:
+    current = frame_of([("relu", 0, "loss", 1.0), ("relu", 1, "loss", 0.5)])
+    other = frame_of([("relu", 0, "loss", 2.0), ("relu", 1, "loss", 1.5)])
+    merged = overlay_frame(current, [Overlay("r1", "depth=30", other, {})])
+    assert list(merged["arm"].unique()) == ["relu", "relu [depth=30]"]
+    assert len(merged) == 4
+
+
+def test_isolation_keeps_only_runs_that_differ_in_that_field() -> None:
+    config = {"depth": 10, "width": 64, "seed": 0}
+    loss = lambda v: frame_of([("a", 0, "loss", 9.0), ("a", 5, "loss", v), ("b", 5, "loss", v + 1)])  # noqa: E731
+    runs = [("r1", {"depth": 20, "width": 64, "seed": 0}, loss(0.2)),   # differs in depth only: kept
+            ("r2", {"depth": 20, "width": 32, "seed": 0}, loss(0.3)),   # differs in two fields: dropped
+            ("r3", {"depth": 10, "width": 64, "seed": 0}, loss(0.1)),   # the current config: kept
+            ("r4", {"depth": 20, "width": 64, "seed": 0}, loss(0.9))]   # older run of depth 20: dropped
+    table = isolation_table(config, runs, "depth", "loss")
+    assert sorted(table["run_id"].unique()) == ["r1", "r3"]
+    assert table[(table["value"] == 20) & (table["arm"] == "a")]["final"].item() == 0.2
+    assert final_values(loss(0.2), "loss") == {"a": 0.2, "b": 1.2}
+    figure = isolation_figure(SCENARIO, table, "depth", "loss", ["a", "b"])
+    assert [t.name for t in figure.data] == ["a", "b"] and list(figure.data[0].x) == [10, 20]
+    assert figure.layout.xaxis.title.text == "depth" and "loss" in figure.layout.yaxis.title.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
+def test_every_scenario_overlays_a_stored_run_on_every_figure_with_lines(scenario) -> None:
+    """No scenario code involved: the renamed arms are drawn by the scenario's own figures, or,
+    where a figure follows the arms its config names, the stored run's own lines are merged in."""
+    config = scenario.validate(scenario.tiny)
+    frame = tiny_frame(scenario.id)
+    other = frame.assign(value=frame["value"] * 1.1)  # stands for a stored run with another seed
+    overlay = Overlay("r1", "seed=1", other, {**config.model_dump(mode="json"), "seed": 1})
+    view = build_view(scenario, StaticRun(config, frame), [overlay])
+    for name, figure in view.figures.items():
+        if any(t.type == "scatter" and t.hoverinfo != "skip" for t in figure.data):
+            assert shows(figure, overlay), f"{scenario.id}/{name}: the overlaid run is not drawn"
+    assert "[seed=1]" in " ".join(view.data["arm"].astype(str).unique()), "the CSV rows of the overlay are labelled"
+
+
+class StaticRun:
+    """A finished run handle holding a fixed frame (what build_view reads from a RunHandle)."""
+
+    def __init__(self, config, frame) -> None:
+        self.config, self.frame = config, frame
+
+    def snapshot(self):
+        from explorer.runs import Snapshot
+        return Snapshot(self.frame, "finished", 1.0, [], None, 0.0, None)
+
+
+def save_tiny(overrides: dict) -> str:
+    config = SCENARIO.validate({**SCENARIO.tiny, **overrides})
+    result = SCENARIO.run(config)
+    return RunStore().save(SCENARIO.id, config.model_dump(mode="json"), SCENARIO.code_version(), result.status,
+                           result.frame, result.summary)
+
+
+def scenario_page() -> None:
+    from explorer.scenario_page import render_scenario
+    from scenarios import get_scenario
+    render_scenario(get_scenario("vanishing-gradients"))
+
+
+@pytest.mark.slow
+def test_overlay_and_isolation_on_the_page() -> None:
+    current = save_tiny({})
+    deeper = save_tiny({"depth": 6})
+    save_tiny({"depth": 8})
+    at = AppTest.from_function(scenario_page, default_timeout=60)
+    at.query_params.update(config_query(SCENARIO.validate(SCENARIO.tiny)))
+    at.run()
+    assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {current}")
+    overlay = at.multiselect(key="overlay:vanishing-gradients")
+    assert current not in overlay.options and len(overlay.options) == 2
+    overlay.set_value([deeper]).run()
+    assert not at.exception
+    loss = next(c for c in at.get("plotly_chart") if c.proto.id and "Training loss" in c.proto.spec)
+    assert "[depth=6]" in loss.proto.spec, "the overlaid run's arms are in the loss figure, labelled"
+    assert any("Overlaid: stored run" in c.value for c in at.caption)
+
+    # Isolation: depth 4 (current), 6 and 8 differ only in depth.
+    assert at.selectbox(key="isolate-field:vanishing-gradients").value == "depth"
+    isolation = [c for c in at.get("plotly_chart") if "Final loss against depth" in c.proto.spec]
+    assert isolation, "the isolation figure is drawn"

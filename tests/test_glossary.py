@@ -1,0 +1,75 @@
+"""The glossary: every declared term is defined, every seed term is present, the page counts coverage."""
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer.glossary import SECTIONS, TERMS, coverage, scenarios_by_term
+from scenarios import all_scenarios
+
+SEED = next(iter(sorted((Path(__file__).resolve().parents[2] / "shared" / "seeds").glob("000_*.txt"))), None)
+SEED_SECTIONS = ["Core Mechanics", "Optimization & Training", "Architecture", "Generalization",
+                 "Fine-Tuning & Compression", "Alignment", "Distributed Training"]
+
+
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
+def test_every_declared_term_is_in_the_glossary(scenario) -> None:
+    names = {t.name for t in TERMS}
+    missing = [term for term in scenario.terms if term not in names]
+    assert not missing, f"{scenario.id} declares terms the glossary lacks (use its exact names): {missing}"
+
+
+def test_terms_are_unique_and_defined_in_one_line() -> None:
+    names = [t.name for t in TERMS]
+    assert len(names) == len(set(names)), "a term is listed twice"
+    for term in TERMS:
+        assert term.definition and "\n" not in term.definition and len(term.definition) < 160, term.name
+        assert term.definition.endswith("."), term.name
+
+
+@pytest.mark.skipif(SEED is None, reason="the course glossary (../shared/seeds/000_*.txt) is not next to the repo")
+def test_every_term_of_the_course_glossary_is_here() -> None:
+    text = SEED.read_text()
+    names = {t.name for t in TERMS}
+    for section in SEED_SECTIONS:
+        assert section in SECTIONS, section
+        body = text.split(f"\n{section}\n", 1)[1].split("\n\n", 1)[0]  # the section's table
+        seed_terms = [line.split("\t")[0].strip("`") for line in body.splitlines() if "\t" in line][1:]
+        assert seed_terms, section
+        assert not [t for t in seed_terms if t not in names], f"{section}: {seed_terms}"
+
+
+def test_the_gradient_terms_are_here() -> None:
+    names = {t.name for t in TERMS}
+    for name in ("Gradient", "Gradient descent", "Gradient clipping", "Gradient accumulation", "Activation checkpointing",
+                 "Autograd", "Optimizer", "Learning rate schedule", "ReLU", "NaN (Not a Number)"):
+        assert name in names, name
+
+
+def test_coverage_counts_terms_shown_by_some_scenario() -> None:
+    scenarios = all_scenarios()
+    shown, total = coverage(scenarios)
+    declared = {term for s in scenarios for term in s.terms}
+    assert total == len(TERMS) and shown == len(declared & {t.name for t in TERMS})
+    assert all(s in scenarios_by_term(scenarios)["Backpropagation"] for s in scenarios if "Backpropagation" in s.terms)
+
+
+def glossary_app() -> None:
+    import streamlit as st
+    from explorer.pages import build_navigation
+    st.navigation(build_navigation(default="glossary")).run()
+
+
+def test_glossary_page_shows_coverage_links_and_uncovered_terms() -> None:
+    at = AppTest.from_function(glossary_app, default_timeout=60).run()
+    assert not at.exception
+    shown, total = coverage(all_scenarios())
+    assert any(re.search(rf"{shown} of {total} terms have a live experiment", m.value) for m in at.markdown)
+    assert [h.value for h in at.subheader] == list(SECTIONS)
+    assert any("No live experiment yet" in c.value for c in at.caption), "uncovered terms are listed as such"
+    links = [el for el in at.get("page_link")]
+    assert any(el.proto.label == "Vanishing gradients" for el in links)
+
+    at.text_input(key="glossary:find").set_value("lora").run()
+    assert [h.value for h in at.subheader] == ["Fine-Tuning & Compression"]
