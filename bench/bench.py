@@ -92,10 +92,13 @@ def stored_show_s(scenario, config, store: RunStore) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scenario", action="append", help="only these scenario ids (repeatable)")
     args = parser.parse_args()
     store = RunStore()
     rows = []
     for scenario in all_scenarios():
+        if args.scenario and scenario.id not in args.scenario:
+            continue
         config = scenario.validate({})
         run_s = median_time(lambda: scenario.run(config), args.repeat)
         first_s = statistics.median(first_record_s(scenario, config) for _ in range(args.repeat))
