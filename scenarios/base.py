@@ -11,6 +11,7 @@ CLI and the Python API all call it:
 Records are long-format rows `arm, step, metric, value`. A diverged arm adds one row
 `metric="diverged"` at the step it died, so the frame alone can draw it.
 """
+import functools
 import hashlib
 import threading
 import time
@@ -184,17 +185,24 @@ class Scenario:
 
     def code_version(self) -> str:
         """Hash of the code a result depends on: engines/, this contract and the scenario's module."""
-        import sys
-        digest = hashlib.sha256()
-        files = sorted(_ENGINES.glob("*.py")) + [Path(__file__), Path(sys.modules[type(self).__module__].__file__)]
-        for path in files:
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-        return digest.hexdigest()[:12]
+        return _code_version(type(self).__module__)
 
     def field_specs(self) -> dict[str, dict[str, Any]]:
         """Per field: type, default, bounds or choices, description — for widgets, CLI help and errors."""
         return {name: field_spec(info) for name, info in self.Config.model_fields.items()}
+
+
+@functools.cache
+def _code_version(module: str) -> str:
+    """Hashed once per process: it describes the code this process imported, and the Runs
+    page asks for it once per listed run."""
+    import sys
+    digest = hashlib.sha256()
+    files = sorted(_ENGINES.glob("*.py")) + [Path(__file__), Path(sys.modules[module].__file__)]
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def field_spec(info) -> dict[str, Any]:
