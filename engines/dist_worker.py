@@ -15,16 +15,20 @@ and optimizer-state tensors (`DTensor.to_local()` for shards). Every record is o
 line on stdout (or in `--out`/rank_XX.jsonl under torchrun).
 """
 import argparse
+import contextlib
 import datetime
 import gc
 import json
 import os
+import pickle
 import sys
 import warnings
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from engines.distributed import BOUNDARIES, timeline_labels
 
 CATEGORY = {  # tracker reference types -> our categories
     "PARAM": "parameters", "SHARDED_PARAM": "parameters", "BUFFER": "parameters",
@@ -116,13 +120,13 @@ class Phases:
         elif self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
 
-    def take(self, phase: str, kind: str = "current") -> None:
-        if self.tracker is None:  # CUDA: allocated vs reserved, the allocator's own view
+    def measure(self, kind: str = "current") -> dict[str, float]:
+        """This rank's bytes now (or at the peak so far), by category on CPU, allocated vs reserved on CUDA."""
+        if self.tracker is None:  # CUDA: the allocator's own view
             stats = torch.cuda.memory_stats(self.device)
             key = "peak" if kind == "peak" else "current"
-            self.snapshots[phase] = {"allocated": float(stats[f"allocated_bytes.all.{key}"]),
-                                     "reserved": float(stats[f"reserved_bytes.all.{key}"])}
-            return
+            return {"allocated": float(stats[f"allocated_bytes.all.{key}"]),
+                    "reserved": float(stats[f"reserved_bytes.all.{key}"])}
         raw = self.tracker.get_tracker_snapshot(kind)[self.device]
         by_category: dict[str, float] = {}
         for ref, nbytes in raw.items():
@@ -130,10 +134,89 @@ class Phases:
                 continue
             name = CATEGORY.get(getattr(ref, "name", str(ref)), "temporaries")
             by_category[name] = by_category.get(name, 0.0) + float(nbytes)
-        self.snapshots[phase] = by_category
+        return by_category
+
+    def take(self, phase: str, kind: str = "current") -> None:
+        self.snapshots[phase] = self.measure(kind)
 
 
-def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit) -> None:
+def part_of(fqn: str) -> str | None:
+    """The timeline's unit for a module name from ModTracker ("…blocks.3.linear1" -> "blocks.3")."""
+    parts = fqn.split(".")
+    if len(parts) == 1 or parts[-1] == "module":  # the root (under DDP: the wrapper and its module)
+        return "model"
+    tail = parts[1:] if parts[1] != "module" else parts[2:]
+    if tail and tail[0] in ("embed", "head") and len(tail) == 1:
+        return tail[0]
+    if len(tail) == 2 and tail[0] == "blocks":
+        return f"blocks.{tail[1]}"
+    return None
+
+
+class Timeline:
+    """Memory at every unit's boundaries through one step, in call order.
+
+    `ModTracker` (torch.distributed._tools) marks each module's forward and backward
+    start and end; at each mark of the model, its embedding, its blocks and its head we
+    take `Phases.measure()` — the tracker's categories on CPU, the allocator on CUDA.
+    On CUDA the allocator's own event history is recorded too (`_record_memory_history`),
+    and `trace()` turns it into allocated bytes after every allocation and free.
+    """
+
+    def __init__(self, phases: "Phases") -> None:
+        self.phases = phases
+        self.points: list[tuple[str, dict[str, float]]] = []
+        self.snapshot: dict | None = None
+
+    def mark(self, label: str) -> None:
+        if self.points and self.points[-1][0] == label:  # DDP's wrapper and its module are both "model"
+            return
+        self.points.append((label, self.phases.measure()))
+
+    def _hook(self, boundary: str):
+        def hook(module, *_):
+            fqn = self.tracker.get_known_fqn(module) if module is not None else None
+            unit = part_of(fqn) if fqn else None
+            if unit is not None:
+                self.mark(f"{unit} {boundary}")
+        return hook
+
+    def __enter__(self) -> "Timeline":
+        from torch.distributed._tools.mod_tracker import ModTracker
+        self.tracker = ModTracker()
+        self.tracker.register_user_hooks(*(self._hook(b) for b in BOUNDARIES))
+        self.tracker.__enter__()
+        if self.phases.device.type == "cuda":
+            self.baseline = torch.cuda.memory_allocated(self.phases.device)
+            torch.cuda.memory._record_memory_history(stacks="python", max_entries=200_000)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.tracker.__exit__(*exc)
+        if self.phases.device.type == "cuda":
+            self.snapshot = torch.cuda.memory._snapshot()
+            torch.cuda.memory._record_memory_history(enabled=None)
+
+    def trace(self, max_points: int = 200) -> list[float]:
+        """CUDA: allocated bytes after each allocator event of the step (thinned to `max_points`)."""
+        if self.snapshot is None:
+            return []
+        level, levels = float(self.baseline), []
+        for event in self.snapshot["device_traces"][self.phases.device.index]:
+            if event["action"] == "alloc":
+                level += event["size"]
+            elif event["action"] == "free_completed":
+                level -= event["size"]
+            else:
+                continue
+            levels.append(level)
+        stride = max(1, -(-len(levels) // max_points))
+        thinned = levels[::stride]
+        return thinned + levels[-1:] if (len(levels) - 1) % stride else thinned
+
+
+def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit,
+                 snapshot_dir: str | None = None) -> None:
     torch.manual_seed(job["seed"])  # the same initial weights on every rank and every strategy
     model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -143,32 +226,51 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     optimizer = opt_class(model.parameters(), lr=job["lr"])
     data = torch.Generator().manual_seed(job["seed"] * 1000 + rank)  # each rank its own shard, the same for every strategy
     measure_step = min(1, job["steps"] - 1)  # step 0 creates Adam's state lazily; measure a steady step
-    with Phases(model, optimizer, strategy, device) as phases:
+    timeline = None
+    with Phases(model, optimizer, strategy, device) as phases, contextlib.ExitStack() as timing:
         for step in range(job["steps"]):
             tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
             if step > 0:
                 phases.reset()  # the trackers follow one iteration at a time
+            measuring = step == measure_step
+            if measuring and job.get("timeline") and rank == 0:
+                timeline = timing.enter_context(Timeline(phases))
+                timeline.mark("step start")
             logits = model(tokens)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())  # learn to copy
-            if step == measure_step:
+            if measuring:
                 phases.take("after forward")
             loss.backward()
-            if step == measure_step:
+            if measuring:
                 phases.take("after backward")
+                if timeline is not None:
+                    timeline.mark("after backward")
             optimizer.step()
-            if step == measure_step:
+            if measuring:
                 phases.take("after optimizer step")
                 phases.take("peak", "peak")
                 exact = {"exact/parameters": local_bytes(model.parameters()),
                          "exact/gradients": local_bytes(p.grad for p in model.parameters()),
                          "exact/optimizer state": local_bytes(optimizer_tensors(optimizer))}
+                if timeline is not None:
+                    timeline.mark("after optimizer step")
+                    timing.close()  # the timeline covers the measured step only
             optimizer.zero_grad(set_to_none=True)
             mean_loss = loss.detach().clone()
             dist.all_reduce(mean_loss)
             emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
     metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items() for category, value in cats.items()}
     metrics.update(exact)
-    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes)})
+    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes), "layers": float(job["layers"])})
+    if timeline is not None:
+        labels = timeline_labels(job["layers"])
+        for i, (label, cats) in enumerate(timeline.points):
+            metrics[f"timeline/{i:03d}/where"] = float(labels.index(label))
+            metrics.update({f"timeline/{i:03d}/{category}": value for category, value in cats.items()})
+        metrics.update({f"trace/{i:03d}": value for i, value in enumerate(timeline.trace())})
+        if timeline.snapshot is not None and snapshot_dir:  # for https://pytorch.org/memory_viz
+            with open(os.path.join(snapshot_dir, f"rank_{rank:02d}_{strategy}_memory_snapshot.pickle"), "wb") as f:
+                pickle.dump(timeline.snapshot, f)
     emit({"arm": strategy, "rank": rank, "step": measure_step, "metrics": metrics})
     del model, optimizer
     gc.collect()
@@ -209,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         if job.get("fail_rank") == rank:  # for tests: a rank that raises mid-run
             raise RuntimeError(f"injected failure on rank {rank}")
         for strategy in job["strategies"]:
-            run_strategy(job, strategy, rank, world, device, emit)
+            run_strategy(job, strategy, rank, world, device, emit, args.out)
     finally:
         dist.destroy_process_group()
         if sink is not sys.stdout:

@@ -27,6 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+BOUNDARIES = ("forward start", "forward end", "backward start", "backward end")
+
+
+def timeline_labels(layers: int) -> list[str]:
+    """Every mark a rank's memory timeline can carry; records name a mark by its index here."""
+    units = ["model", "embed", *(f"blocks.{i}" for i in range(layers)), "head"]
+    return ["step start", "after backward", "after optimizer step"] + [f"{u} {b}" for u in units for b in BOUNDARIES]
+
+
 class RankFailed(RuntimeError):
     """A rank exited with an error; the message names the rank and its last error line."""
 

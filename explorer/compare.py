@@ -77,6 +77,9 @@ def merge_lines(figure: go.Figure, own: go.Figure, overlay: Overlay, colors: dic
         clone = go.Scatter(trace) if trace.type == "scatter" else go.Scattergl(trace)
         clone.name = name + tag if name else overlay.label
         clone.legendgroup = overlay.label
+        if clone.stackgroup:  # a stacked area: the other run's stack as its own outlines, not piled on ours
+            clone.stackgroup, clone.fill = clone.stackgroup + tag, "none"
+            clone.line.width = 1.5
         if arm is not None and arm + tag in colors:
             clone.line.color = colors[arm + tag]
             if clone.marker is not None and isinstance(clone.marker.color, str):

@@ -13,6 +13,7 @@ from explorer.runs import RunHandle, Snapshot
 from explorer.seeds import SeedGroup
 from explorer.view import build_view
 from scenarios.base import Scenario
+from scenarios.plotting import is_full_width
 
 # Each redraw builds every figure in Python (~0.2 s for the default run), and that competes
 # with training for the GIL and the two cores: measured on the default run, 0.5 s polling
@@ -51,8 +52,12 @@ def live_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
         for note in view.notes:
             st.caption(note)
         columns = st.columns(2)
-        for i, (name, figure) in enumerate(view.figures.items()):
+        halves = [(name, figure) for name, figure in view.figures.items() if not is_full_width(figure)]
+        for i, (name, figure) in enumerate(halves):
             with columns[i % 2]:
+                st.plotly_chart(figure, key=f"{scenario.id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+        for name, figure in view.figures.items():
+            if is_full_width(figure):
                 st.plotly_chart(figure, key=f"{scenario.id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
     if not snap.running and st.session_state.get(key + ":was_running"):
         st.session_state[key + ":was_running"] = False

@@ -9,8 +9,10 @@ ZeRO paper's analytic model stands beside every measurement, and once it matches
 small runs it answers for sizes nobody here can run (the what-if panel).
 
 Look at the stacked bars (measured next to estimated), the per-rank model state against
-world size (DDP flat, FSDP ~1/N), and the loss curves: identical across strategies —
-memory differs, the math does not.
+world size (DDP flat, FSDP ~1/N), the timeline through one step (FSDP with
+reshard_after_forward=False keeps every block gathered until its backward; True frees
+each after its forward), and the loss curves: identical across strategies — memory
+differs, the math does not.
 """
 import json
 import os
@@ -24,6 +26,7 @@ from pydantic import Field
 
 from engines.distributed import launch
 from engines.memory_model import GB, PRECISIONS, model_states, transformer_activation_bytes
+from scenarios._memory_timeline import timeline_figure, timeline_of, trace_figure, trace_of
 from scenarios.base import ConfigError, Run, Scenario, ScenarioConfig
 from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
 
@@ -54,6 +57,9 @@ class Config(ScenarioConfig):
     whatif_devices: int = Field(512, ge=1, le=1024, description="What-if: devices.")
     whatif_precision: Literal["mixed (bf16 + fp32 Adam)", "fp32 Adam"] = Field(
         "mixed (bf16 + fp32 Adam)", description="What-if: bytes per parameter (2+2+12 or 4+4+8).")
+    timeline: bool = Field(True, description="Record rank 0's memory at every block boundary of the measured step "
+                           "(on CUDA also the allocator's event history; under torchrun --out, a snapshot file "
+                           "for pytorch.org/memory_viz).")
     result_dir: str = Field("", max_length=500, description="A folder of rank_XX.jsonl written by a torchrun job "
                             "(see README). When set, its measurements are drawn instead of launching ranks here.")
 
@@ -119,7 +125,7 @@ class DdpFsdpMemory(Scenario):
         job = {"strategies": config.strategies.split(","), "seed": config.seed, "vocab": VOCAB,
                "hidden": config.hidden, "layers": config.layers, "heads": heads_for(config.hidden),
                "batch": config.batch, "seq_len": config.seq_len, "steps": config.steps, "lr": 1e-3,
-               "optimizer": config.optimizer}
+               "optimizer": config.optimizer, "timeline": config.timeline}
         worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
         # All world sizes side by side: each process tracks only its own memory, and the
         # process start (importing torch) is most of the wait.
@@ -152,7 +158,13 @@ class DdpFsdpMemory(Scenario):
             measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
             peak = sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES)
             losses = metric_series(rows, "loss")["value"].tolist()
-            arms[arm] = {"strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
+            timeline = timeline_of(values, int(values.get("rank_0/layers", config.layers)))
+            totals = timeline.groupby("mark")["bytes"].sum() if not timeline.empty else pd.Series(dtype=float)
+            unsharded = timeline.loc[timeline["category"] == "unsharded parameters", "bytes"]
+            arms[arm] = {"timeline_peak_bytes": float(totals.max()) if len(totals) else None,
+                         "max_unsharded_bytes": float(unsharded.max()) if len(unsharded) else 0.0,
+                         "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
+                         "strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
                          "estimated_state_bytes": estimate.total, "state_error": measured / estimate.total - 1,
                          "peak_bytes": peak, "peak_reserved_bytes": values.get("rank_0/peak/reserved"),
                          "losses": losses}
@@ -177,6 +189,13 @@ class DdpFsdpMemory(Scenario):
                              f"{a['state_error']:+.1%}); its peak was {a['peak_bytes'] / 1e6:.2f} MB"
                              + (f" allocated, {a['peak_reserved_bytes'] / 1e6:.2f} MB reserved by the CUDA allocator."
                                 if a["peak_reserved_bytes"] else "."))
+        for arm, a in arms.items():
+            if a["world_size"] == top and a["max_unsharded_bytes"] and a["unit_param_bytes"]:
+                lines.append(f"- Timeline, **{arm}**: at most {a['max_unsharded_bytes'] / 1e6:.2f} MB of unsharded "
+                             f"parameters at once ({a['max_unsharded_bytes'] / a['unit_param_bytes']:.1f}× one block's "
+                             f"{a['unit_param_bytes'] / 1e6:.2f} MB)"
+                             + (" — every block stays gathered from its forward until its backward."
+                                if a["strategy"].startswith("fsdp-zero2") else " — each block is resharded after its forward."))
         for world, gap in summary["loss_gap"].items():
             lines.append(f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training.")
         if summary["max_state_error"] is not None:
@@ -187,9 +206,27 @@ class DdpFsdpMemory(Scenario):
     # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
         summary = self.summarize(frame, config)
-        return {"memory_by_category": self._bars(frame, summary), "memory_vs_world_size": self._vs_world(summary),
-                "memory_over_phases": self._phases(frame, summary), "loss": self._loss(frame),
-                "what_if": self._what_if(config, summary)}
+        figures = {"memory_by_category": self._bars(frame, summary), "memory_vs_world_size": self._vs_world(summary),
+                   "memory_over_phases": self._phases(frame, summary), "memory_timeline": self._timeline(frame, summary),
+                   "loss": self._loss(frame), "what_if": self._what_if(config, summary)}
+        traces = {arm: trace_of(self._values(frame, arm)) for arm in summary["arms"]}
+        if any(traces.values()):  # CUDA only
+            figures["allocator_trace"] = trace_figure({arm: t for arm, t in traces.items() if t})
+        return figures
+
+    @staticmethod
+    def _values(frame: pd.DataFrame, arm: str) -> dict[str, float]:
+        rows = frame[frame["arm"] == arm]
+        return dict(zip(rows["metric"], rows["value"]))
+
+    def _timeline(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
+        top = max((a["world_size"] for a in summary["arms"].values()), default=0)
+        timelines = {}
+        for arm, a in summary["arms"].items():
+            if a["world_size"] == top:
+                values = self._values(frame, arm)
+                timelines[arm] = timeline_of(values, int(values.get("rank_0/layers", 0)))
+        return timeline_figure(timelines, CATEGORIES + ["reserved"], {**CATEGORY_COLORS, "reserved": "#333333"})
 
     def _bars(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
         top = max((a["world_size"] for a in summary["arms"].values()), default=0)

@@ -20,6 +20,16 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: boo
     return fig
 
 
+def full_width(fig: go.Figure) -> go.Figure:
+    """Ask the page to give this figure the whole width (long axes, several rows of subplots)."""
+    fig.update_layout(meta={"full_width": True})
+    return fig
+
+
+def is_full_width(fig: go.Figure) -> bool:
+    return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("full_width"))
+
+
 def log_dtick(fig: go.Figure) -> int | str:
     """Label every decade when the data spans several; else decades plus 2s and 5s ("D2")."""
     values = [v for trace in fig.data if trace.y is not None for v in trace.y if v is not None and v > 0]

@@ -12,6 +12,7 @@ import torch
 from engines.distributed import RankFailed, launch
 from engines.memory_model import PRECISIONS, model_states, zero_paper_example
 from scenarios import get_scenario
+from scenarios._memory_timeline import timeline_of, trace_of
 from scenarios.base import ConfigError
 
 SCENARIO = get_scenario("ddp-fsdp-memory")
@@ -96,13 +97,64 @@ def test_a_world_that_would_not_fit_is_refused_before_launch(monkeypatch) -> Non
     assert dist_workers_alive() == 0
 
 
+@pytest.fixture(scope="module")
+def timelines() -> dict:
+    """Three blocks, all three strategies, two ranks: rank 0's marks through step 1."""
+    config = {"world_size": 2, "sweep_world_size": False, "layers": 3, "hidden": 32, "batch": 2, "seq_len": 16,
+              "steps": 2, "strategies": "ddp,fsdp-zero3,fsdp-zero2", "timeline": True}
+    result = SCENARIO.run(config)
+    assert result.status == "finished", result.status
+    out = {}
+    for arm, a in result.summary["arms"].items():
+        rows = result.frame[result.frame["arm"] == arm]
+        values = dict(zip(rows["metric"], rows["value"]))
+        out[a["strategy"]] = {**a, "timeline": timeline_of(values, 3), "values": values,
+                              "root_bytes": 4.0 * (64 * 32 + 32 * 64 + 64)}  # embedding + head, fp32
+    return out
+
+
+@pytest.mark.slow
+def test_timeline_zero2_keeps_every_block_gathered_zero3_one_at_a_time(timelines) -> None:
+    """reshard_after_forward=False holds all gathered blocks until backward; True frees each after its forward."""
+    zero2, zero3 = timelines["fsdp-zero2"], timelines["fsdp-zero3"]
+    unit, root = zero3["unit_param_bytes"], zero3["root_bytes"]
+    assert zero2["max_unsharded_bytes"] == pytest.approx(root + 3 * unit, rel=0.05), zero2["max_unsharded_bytes"]
+    assert zero3["max_unsharded_bytes"] < root + 1.5 * unit, f"{zero3['max_unsharded_bytes']} vs one block {unit}"
+    assert timelines["ddp"]["max_unsharded_bytes"] == 0.0
+
+
+@pytest.mark.slow
+def test_timeline_follows_the_call_order_and_the_activations(timelines) -> None:
+    """Blocks forward 0→2 then backward 2→0; DDP's activations peak between forward and backward;
+    after backward the gradients are every parameter's."""
+    table = timelines["ddp"]["timeline"]
+    labels = list(table.drop_duplicates("mark")["label"])
+    forward = [l for l in labels if l.startswith("blocks.") and l.endswith("forward start")]
+    backward = [l for l in labels if l.startswith("blocks.") and l.endswith("backward start")]
+    assert forward == [f"blocks.{i} forward start" for i in range(3)]
+    assert backward == [f"blocks.{i} backward start" for i in (2, 1, 0)]
+    assert labels[0] == "step start" and labels[-1] == "after optimizer step"
+    acts = table[table["category"] == "activations"].set_index("label")["bytes"]
+    assert acts.idxmax() in ("model forward end", "head forward end", "head backward start")
+    assert acts["model forward end"] > 3 * acts["step start"]
+    grads = table[table["category"] == "gradients"].set_index("label")["bytes"]
+    assert grads["step start"] == 0
+    assert grads["after backward"] == timelines["ddp"]["values"]["rank_0/exact/gradients"]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the NCCL path needs GPUs")
 def test_gpu_path_reports_allocated_and_reserved() -> None:
     job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 64, "layers": 2, "heads": 4,
-           "batch": 2, "seq_len": 16, "steps": 2, "lr": 1e-3, "optimizer": "adam"}
+           "batch": 2, "seq_len": 16, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True}
     records = [r for r in launch(job, min(2, torch.cuda.device_count())) if "loss" not in r["metrics"]]
     assert all(r["device"] == "cuda" for r in records)
     assert all(r["metrics"]["peak/reserved"] >= r["metrics"]["peak/allocated"] > 0 for r in records)
+    for r in (r for r in records if r["rank"] == 0):  # the allocator's history ends where the last mark stands
+        values = {f"rank_0/{k}": v for k, v in r["metrics"].items()}
+        table = timeline_of(values, 2)
+        last = table[(table["label"] == "after optimizer step") & (table["category"] == "allocated")]["bytes"]
+        trace = trace_of(values)
+        assert trace and trace[-1] == pytest.approx(float(last.iloc[0]), rel=0.05)
 
 
 @pytest.mark.slow
@@ -112,7 +164,7 @@ def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> Non
     import sys
     from pathlib import Path
     job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 32, "layers": 1, "heads": 4,
-           "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam"}
+           "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True}
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "engines.dist_worker", "--job", json.dumps(job), "--out", str(tmp_path)],
@@ -122,3 +174,4 @@ def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> Non
     summary = SCENARIO.run({"result_dir": str(tmp_path)}).summary
     assert set(summary["arms"]) == {"ddp · N=2", "fsdp-zero3 · N=2"}
     assert all(abs(a["state_error"]) < 0.05 for a in summary["arms"].values())
+    assert summary["arms"]["fsdp-zero3 · N=2"]["max_unsharded_bytes"] > 0, "the timeline travels in the files too"
