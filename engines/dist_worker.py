@@ -261,7 +261,8 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
             emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
     metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items() for category, value in cats.items()}
     metrics.update(exact)
-    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes), "layers": float(job["layers"])})
+    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes), "layers": float(job["layers"]),
+                    "on_cuda": float(device.type == "cuda")})
     if timeline is not None:
         labels = timeline_labels(job["layers"])
         for i, (label, cats) in enumerate(timeline.points):
@@ -291,16 +292,17 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available() and job.get("device", "auto") != "cpu"
     backend = "nccl" if cuda else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout_s)
+    local_rank = int(os.environ.get("LOCAL_RANK", args.rank if args.rank is not None else 0))
+    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    if cuda:  # one GPU per process, chosen before the process group binds to it
+        torch.cuda.set_device(device)
+    bind = {"device_id": device} if cuda else {}
     if args.rank is None:  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout, **bind)
     else:
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
-                                world_size=args.world_size, timeout=timeout)
+                                world_size=args.world_size, timeout=timeout, **bind)
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()) if cuda \
-        else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
     sink = open(os.path.join(args.out, f"rank_{rank:02d}.jsonl"), "w") if args.out else sys.stdout
 
     def emit(record: dict) -> None:

@@ -44,6 +44,9 @@ class Config(ScenarioConfig):
     strategies: Literal["ddp,fsdp-zero3,fsdp-zero2", "ddp,fsdp-zero3", "ddp,fsdp-zero3,fsdp-zero2,fsdp-zero3-bf16"] = Field(
         "ddp,fsdp-zero3,fsdp-zero2", description="Arms. fsdp-zero3: reshard_after_forward=True; fsdp-zero2: False; "
         "-bf16: MixedPrecisionPolicy with bf16 parameters in compute.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="cuda: NCCL, one process per GPU; cpu: gloo processes on the CPU; auto: cuda where this "
+        "machine has a GPU for every rank, else cpu.")
     world_size: int = Field(2, ge=1, le=4, description="Ranks (processes) on CPU; GPUs on CUDA. The machine has 2 cores.")
     sweep_world_size: bool = Field(True, description="Also measure every world size from 1 up, for the memory-vs-N plot.")
     layers: int = Field(2, ge=1, le=8, description="Transformer blocks (each one FSDP unit).")
@@ -84,17 +87,39 @@ def n_params_of(config: Config) -> int:
     return VOCAB * h + config.layers * block + h * VOCAB + VOCAB
 
 
-def refuse_if_too_big(config: Config) -> None:
-    """Estimate before launching: all ranks' model state and activations against free memory."""
+def device_for(config: Config) -> str:
+    """Where the ranks run: "cuda" (one GPU per rank) or "cpu"; an impossible choice is refused."""
+    import torch  # only to ask which devices exist
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if config.device == "cuda" and config.world_size > gpus:
+        raise ConfigError(f"device=cuda with world_size={config.world_size}: NCCL needs one GPU per rank and this "
+                          f"machine has {gpus}; lower the world size or choose device=cpu")
+    if config.device == "auto":
+        return "cuda" if gpus >= config.world_size else "cpu"
+    return config.device
+
+
+def refuse_if_too_big(config: Config, device: str) -> None:
+    """Estimate before launching: each rank's model state and activations against free memory
+    (host memory on CPU for all ranks together; on CUDA each rank's own GPU)."""
     per_rank = FP32_ADAM.total * n_params_of(config) + transformer_activation_bytes(
         config.seq_len, config.batch, config.hidden, heads_for(config.hidden), config.layers, 4.0)
+    where = f"world_size={config.world_size} with {n_params_of(config):,} parameters"
+    if device == "cuda":
+        import torch
+        free = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
+            min(torch.cuda.mem_get_info(i)[0] for i in range(config.world_size))
+        if per_rank > 0.9 * free:
+            raise ConfigError(f"{where} needs about {per_rank / GB:.2f} GB per GPU (DDP estimate of state and "
+                              f"activations), more than the {free / GB:.2f} GB free; shrink the model")
+        return
     limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
         0.5 * os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     need = per_rank * config.world_size + 400e6 * config.world_size  # + ~400 MB of Python and torch per process
     if need > limit:
-        raise ConfigError(f"world_size={config.world_size} with {n_params_of(config):,} parameters needs about "
-                          f"{need / GB:.2f} GB (DDP estimate, {per_rank / 1e6:.0f} MB of state and activations per "
-                          f"rank + the processes), more than the {limit / GB:.2f} GB allowed here; shrink the model or the world")
+        raise ConfigError(f"{where} needs about {need / GB:.2f} GB (DDP estimate, {per_rank / 1e6:.0f} MB of state "
+                          f"and activations per rank + the processes), more than the {limit / GB:.2f} GB allowed "
+                          "here; shrink the model or the world")
 
 
 class DdpFsdpMemory(Scenario):
@@ -107,7 +132,7 @@ class DdpFsdpMemory(Scenario):
                r"\quad (K=12;\ \text{fp32 Adam: }4+4+8)\end{aligned}")
     Config = Config
     order = 80
-    tiny = {"world_size": 2, "sweep_world_size": False, "layers": 1, "hidden": 16, "batch": 2, "seq_len": 8,
+    tiny = {"device": "cpu", "world_size": 2, "sweep_world_size": False, "layers": 1, "hidden": 16, "batch": 2, "seq_len": 8,
             "steps": 2, "strategies": "ddp,fsdp-zero3"}
     presets = {
         "two ranks, three strategies": {},
@@ -121,11 +146,13 @@ class DdpFsdpMemory(Scenario):
             for record in read_result_dir(config.result_dir):
                 self._ingest(run, record, record["world_size"])
             return
-        refuse_if_too_big(config)
+        device = device_for(config)
+        refuse_if_too_big(config, device)
         job = {"strategies": config.strategies.split(","), "seed": config.seed, "vocab": VOCAB,
                "hidden": config.hidden, "layers": config.layers, "heads": heads_for(config.hidden),
                "batch": config.batch, "seq_len": config.seq_len, "steps": config.steps, "lr": 1e-3,
-               "optimizer": config.optimizer, "timeline": config.timeline}
+               "optimizer": config.optimizer, "timeline": config.timeline,
+               "device": device}
         worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
         # All world sizes side by side: each process tracks only its own memory, and the
         # process start (importing torch) is most of the wait.
@@ -164,6 +191,7 @@ class DdpFsdpMemory(Scenario):
             arms[arm] = {"timeline_peak_bytes": float(totals.max()) if len(totals) else None,
                          "max_unsharded_bytes": float(unsharded.max()) if len(unsharded) else 0.0,
                          "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
+                         "on_cuda": bool(values.get("rank_0/on_cuda", 0.0)),
                          "strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
                          "estimated_state_bytes": estimate.total, "state_error": measured / estimate.total - 1,
                          "peak_bytes": peak, "peak_reserved_bytes": values.get("rank_0/peak/reserved"),
@@ -180,8 +208,9 @@ class DdpFsdpMemory(Scenario):
         arms = summary["arms"]
         if not arms:
             return "Run to launch the process groups (starting the ranks takes a few seconds)."
-        lines = []
         top = max(a["world_size"] for a in arms.values())
+        on_cuda = any(a["on_cuda"] for a in arms.values())
+        lines = [f"- Measured on {'GPUs: NCCL, one process per GPU, the CUDA allocator' if on_cuda else 'the CPU: gloo, one process per rank, PyTorch memory trackers'}."]
         for arm, a in arms.items():
             if a["world_size"] == top:
                 lines.append(f"- **{arm}**: rank 0 holds {a['measured_state_bytes'] / 1e6:.2f} MB of parameters, "

@@ -16,7 +16,7 @@ from scenarios._memory_timeline import timeline_of, trace_of
 from scenarios.base import ConfigError
 
 SCENARIO = get_scenario("ddp-fsdp-memory")
-SMALL = {"world_size": 2, "sweep_world_size": True, "layers": 2, "hidden": 64, "batch": 2, "seq_len": 16,
+SMALL = {"device": "cpu", "world_size": 2, "sweep_world_size": True, "layers": 2, "hidden": 64, "batch": 2, "seq_len": 16,
          "steps": 3, "strategies": "ddp,fsdp-zero3"}
 
 
@@ -72,7 +72,8 @@ def test_ddp_and_fsdp_compute_the_same_training(measured) -> None:
 @pytest.mark.slow
 def test_a_rank_that_raises_ends_the_run_with_its_message() -> None:
     job = {"strategies": ["ddp"], "seed": 0, "vocab": 64, "hidden": 16, "layers": 1, "heads": 4, "batch": 2,
-           "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "fail_rank": 1}
+           "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "fail_rank": 1,
+           "device": "cpu"}
     started = time.monotonic()
     with pytest.raises(RankFailed, match="rank 1 failed .*injected failure on rank 1"):
         list(launch(job, 2))
@@ -83,7 +84,7 @@ def test_a_rank_that_raises_ends_the_run_with_its_message() -> None:
 @pytest.mark.slow
 def test_stop_terminates_every_rank() -> None:
     job = {"strategies": ["ddp", "fsdp-zero3"] * 20, "seed": 0, "vocab": 64, "hidden": 32, "layers": 2, "heads": 4,
-           "batch": 2, "seq_len": 8, "steps": 20, "lr": 1e-3, "optimizer": "adam"}
+           "batch": 2, "seq_len": 8, "steps": 20, "lr": 1e-3, "optimizer": "adam", "device": "cpu"}
     records = launch(job, 2)
     next(records)  # both ranks are up and training
     records.close()  # what the scenario does when Stop is pressed
@@ -92,15 +93,27 @@ def test_stop_terminates_every_rank() -> None:
 
 def test_a_world_that_would_not_fit_is_refused_before_launch(monkeypatch) -> None:
     monkeypatch.setenv("EXPLORER_MEMORY_LIMIT_BYTES", str(100e6))
+    world = min(4, torch.cuda.device_count()) if torch.cuda.is_available() else 4
+    with pytest.raises(ConfigError, match=rf"world_size={world} .* needs about .* GB"):
+        SCENARIO.run({"world_size": world, "hidden": 256, "layers": 8})
     with pytest.raises(ConfigError, match=r"world_size=4 .* needs about .* GB"):
-        SCENARIO.run({"world_size": 4})
+        SCENARIO.run({"device": "cpu", "world_size": 4})
+    assert dist_workers_alive() == 0
+
+
+def test_more_ranks_than_gpus_are_refused_before_launch() -> None:
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus >= 4:
+        pytest.skip("4 GPUs or more: every allowed world size fits")
+    with pytest.raises(ConfigError, match=f"one GPU per rank and this machine has {gpus}"):
+        SCENARIO.run({"device": "cuda", "world_size": gpus + 1})
     assert dist_workers_alive() == 0
 
 
 @pytest.fixture(scope="module")
 def timelines() -> dict:
     """Three blocks, all three strategies, two ranks: rank 0's marks through step 1."""
-    config = {"world_size": 2, "sweep_world_size": False, "layers": 3, "hidden": 32, "batch": 2, "seq_len": 16,
+    config = {"device": "cpu", "world_size": 2, "sweep_world_size": False, "layers": 3, "hidden": 32, "batch": 2, "seq_len": 16,
               "steps": 2, "strategies": "ddp,fsdp-zero3,fsdp-zero2", "timeline": True}
     result = SCENARIO.run(config)
     assert result.status == "finished", result.status
@@ -164,7 +177,7 @@ def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> Non
     import sys
     from pathlib import Path
     job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 32, "layers": 1, "heads": 4,
-           "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True}
+           "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True, "device": "cpu"}
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "engines.dist_worker", "--job", json.dumps(job), "--out", str(tmp_path)],
