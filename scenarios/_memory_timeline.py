@@ -52,7 +52,7 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
         fig = go.Figure()
         fig.add_annotation(text="no timeline recorded (switch on 'timeline' and run)", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
-        return layout(fig, "Rank 0's memory through one step", "mark", "MB")
+        return layout(fig, "Rank 0's memory, block by block through step 1", "mark", "MB")
     sequences = [tuple(timelines[arm].drop_duplicates("mark")["label"]) for arm in arms]
     same_marks = len(set(sequences)) == 1  # then one axis of marks at the bottom serves every row
     fig = make_subplots(rows=len(arms), cols=1, shared_xaxes=same_marks, vertical_spacing=0.06 if same_marks else 0.16,
@@ -76,7 +76,7 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
             fig.update_xaxes(tickmode="array", tickvals=marks["mark"], ticktext=[short_label(l) for l in marks["label"]],
                              tickangle=-60, row=row, col=1)
     fig.update_yaxes(matches="y")  # one scale for every arm: the heights compare
-    fig = layout(fig, "Rank 0's memory through one step (F▸/F◂: forward start/end, B▸/B◂: backward)",
+    fig = layout(fig, "Rank 0's memory, block by block through step 1 (F▸/F◂: forward start/end, B▸/B◂: backward)",
                  "", "MB")
     fig.update_xaxes(title_text="marks of the measured step, in call order", row=len(arms), col=1)
     fig.update_layout(legend_title_text="category", hovermode="x unified",

@@ -307,7 +307,7 @@ class DdpFsdpMemory(Scenario):
             totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
             fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors[arm]),
                             hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
-        return layout(fig, "Rank 0's memory through one step", "phase of step 1", "tracked bytes (MB)")
+        return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MB)")
 
     def _loss(self, frame: pd.DataFrame) -> go.Figure:
         fig = go.Figure()

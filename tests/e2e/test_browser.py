@@ -67,3 +67,17 @@ def test_stop_keeps_partial_plots(page, app_url):
     from playwright.sync_api import expect
     expect(button(page, "Run")).to_be_enabled(timeout=10_000)
     expect(button(page, "Stop")).to_be_disabled(timeout=10_000)
+
+
+def test_memory_timeline_spans_the_page(page, app_url):
+    """DDP vs FSDP: the timeline through one step is drawn full-width below the two-column grid."""
+    open_scenario(page, app_url, "/ddp-fsdp-memory", "DDP vs FSDP memory")
+    button(page, "Run").click()
+    wait_progress(page, r"^(Finished|Served from the run store)", 180)
+    timeline = page.locator(PLOT).filter(has_text="block by block through step 1")
+    timeline.first.wait_for(timeout=30_000)
+    half = page.locator(PLOT).filter(has_text="Loss: the same for every strategy").first.bounding_box()
+    full = timeline.first.bounding_box()
+    assert full["width"] > 1.7 * half["width"], f"timeline {full['width']:.0f}px vs a grid plot {half['width']:.0f}px"
+    for arm in ("ddp · N=2", "fsdp-zero3 · N=2", "fsdp-zero2 · N=2"):
+        assert timeline.first.get_by_text(arm, exact=True).count() == 1, f"no {arm} row in the timeline"
