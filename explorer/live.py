@@ -65,6 +65,16 @@ def live_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
     st.session_state[key + ":was_running"] = snap.running
 
 
+def steps_per_arm(frame) -> str:
+    """"10 steps" when every arm reached the same step, else "300–400 steps per arm" (e.g. a teacher
+    and its students, or arms a Stop caught at different points)."""
+    if frame.empty:
+        return "0 steps"
+    last = frame.groupby("arm", sort=False)["step"].max() + 1
+    low, high = int(last.min()), int(last.max())
+    return f"{high} steps" if low == high else f"{low}–{high} steps per arm"
+
+
 def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:
     if isinstance(handle, SeedGroup):
         return group_status_line(snap, handle)
@@ -77,7 +87,7 @@ def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> 
                 f"{snap.elapsed_s:.1f} s — no retraining")
     words = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
              "failed": "Failed"}
-    line = f"{words.get(snap.status, snap.status)} after {steps} steps in {snap.elapsed_s:.1f} s"
+    line = f"{words.get(snap.status, snap.status)} after {steps_per_arm(snap.frame)} in {snap.elapsed_s:.1f} s"
     return line + (f" · stored as run {snap.run_id}" if snap.run_id else "")
 
 
