@@ -197,6 +197,16 @@ class Timeline:
             self.snapshot = torch.cuda.memory._snapshot()
             torch.cuda.memory._record_memory_history(enabled=None)
 
+    def metrics(self, layers: int) -> dict[str, float]:
+        """`timeline/<i>/<category>` and `timeline/<i>/where` (the mark's index in
+        `timeline_labels(layers)`) for every mark, `trace/<i>` for the CUDA history."""
+        labels, out = timeline_labels(layers), {}
+        for i, (label, cats) in enumerate(self.points):
+            out[f"timeline/{i:03d}/where"] = float(labels.index(label))
+            out.update({f"timeline/{i:03d}/{category}": value for category, value in cats.items()})
+        out.update({f"trace/{i:03d}": value for i, value in enumerate(self.trace())})
+        return out
+
     def trace(self, max_points: int = 200) -> list[float]:
         """CUDA: allocated bytes after each allocator event of the step (thinned to `max_points`)."""
         if self.snapshot is None:
@@ -264,11 +274,7 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes), "layers": float(job["layers"]),
                     "on_cuda": float(device.type == "cuda")})
     if timeline is not None:
-        labels = timeline_labels(job["layers"])
-        for i, (label, cats) in enumerate(timeline.points):
-            metrics[f"timeline/{i:03d}/where"] = float(labels.index(label))
-            metrics.update({f"timeline/{i:03d}/{category}": value for category, value in cats.items()})
-        metrics.update({f"trace/{i:03d}": value for i, value in enumerate(timeline.trace())})
+        metrics.update(timeline.metrics(job["layers"]))
         if timeline.snapshot is not None and snapshot_dir:  # for https://pytorch.org/memory_viz
             with open(os.path.join(snapshot_dir, f"rank_{rank:02d}_{strategy}_memory_snapshot.pickle"), "wb") as f:
                 pickle.dump(timeline.snapshot, f)

@@ -107,11 +107,12 @@ def refuse_if_too_big(config: Config, device: str) -> None:
     where = f"world_size={config.world_size} with {n_params_of(config):,} parameters"
     if device == "cuda":
         import torch
-        free = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
-            min(torch.cuda.mem_get_info(i)[0] for i in range(config.world_size))
-        if per_rank > 0.9 * free:
+        # The GPUs' size, not their free memory: asking for that would open a CUDA context in this process.
+        size = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
+            min(torch.cuda.get_device_properties(i).total_memory for i in range(config.world_size))
+        if per_rank > 0.9 * size:
             raise ConfigError(f"{where} needs about {per_rank / GB:.2f} GB per GPU (DDP estimate of state and "
-                              f"activations), more than the {free / GB:.2f} GB free; shrink the model")
+                              f"activations), more than the {size / GB:.2f} GB a GPU has here; shrink the model")
         return
     limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
         0.5 * os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
