@@ -231,6 +231,7 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     unit_bytes = max(sum(p.numel() * p.element_size() for p in b.parameters()) for b in model.blocks)
+    root_bytes = sum(p.numel() * p.element_size() for m in (model.embed, model.head) for p in m.parameters())
     model = wrap(model, strategy, device)
     opt_class = torch.optim.AdamW if job["optimizer"] == "adamw" else torch.optim.Adam
     optimizer = opt_class(model.parameters(), lr=job["lr"])
@@ -271,8 +272,9 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
             emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
     metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items() for category, value in cats.items()}
     metrics.update(exact)
-    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes), "layers": float(job["layers"]),
-                    "on_cuda": float(device.type == "cuda")})
+    metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes),
+                    "root_param_bytes": float(root_bytes), "on_cuda": float(device.type == "cuda")})
+    metrics.update({f"shape/{k}": float(job[k]) for k in ("layers", "hidden", "heads", "seq_len", "batch", "vocab")})
     if timeline is not None:
         metrics.update(timeline.metrics(job["layers"]))
         if timeline.snapshot is not None and snapshot_dir:  # for https://pytorch.org/memory_viz

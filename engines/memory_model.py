@@ -12,9 +12,11 @@ In plain fp32 with Adam the three terms are 4 + 4 + 8 bytes per parameter. FSDP 
 unsharded parameters between forward and backward (≈ stage 2 at the peak). Either way the
 peak also holds one unsharded unit (the largest FSDP-wrapped block) while it computes.
 
-Activations, after Korthikanti et al. 2022: one Transformer layer stores
-s·b·h·(34 + 5·a·s/h) bytes in 16-bit, for sequence length s, micro-batch b, hidden h and
-a attention heads; our small runs also measure a per-token figure to compare with.
+Activations, after Korthikanti et al. 2022: one GPT layer stores s·b·h·(34 + 5·a·s/h)
+bytes in 16-bit, for sequence length s, micro-batch b, hidden h and a attention heads.
+The same bookkeeping for our smaller layer (no dropout, ReLU, fused attention, fp32) gives
+4·(12·s·b·h + 2·a·s·b) bytes per layer (`encoder_activation_bytes`), which the small runs
+measure exactly.
 """
 from dataclasses import dataclass
 from typing import Literal
@@ -62,22 +64,42 @@ def model_states(n_params: float, world_size: int, strategy: Strategy, bpp: Byte
     raise ValueError(f"unknown strategy {strategy!r}")
 
 
-def transient_unsharded_bytes(strategy: Strategy, unit_param_bytes: float, all_param_bytes: float) -> float:
+def transient_unsharded_bytes(strategy: str, unit_param_bytes: float, all_param_bytes: float,
+                              root_param_bytes: float = 0.0) -> float:
     """Parameters all-gathered beyond the resident shards at the peak of a step.
 
-    ZeRO-3-like FSDP holds one unit (plus the prefetched next one, which we leave out);
-    ZeRO-2-like FSDP keeps every unit unsharded from its forward to its backward."""
-    if strategy == "fsdp-zero3":
-        return unit_param_bytes
-    if strategy == "fsdp-zero2":
+    ZeRO-3-like FSDP holds the root's own parameters (FSDP2 keeps the root unit gathered
+    from forward into backward) plus one block at a time (plus a prefetched next block on
+    GPUs, which we leave out); ZeRO-2-like FSDP keeps every unit gathered from its forward
+    to its backward."""
+    if strategy.startswith("fsdp-zero3"):
+        return root_param_bytes + unit_param_bytes
+    if strategy.startswith("fsdp-zero2"):
         return all_param_bytes
     return 0.0
+
+
+def encoder_activation_bytes(seq_len: int, batch: int, hidden: int, heads: int, layers: int, vocab: int,
+                             bytes_per_value: float = 4.0) -> float:
+    """What our small Transformer (embedding, pre-LN encoder blocks with a 4h ReLU MLP and no
+    dropout, vocabulary head) keeps for backward at the end of its forward pass.
+
+    Korthikanti et al.'s bookkeeping, applied to this layer: per token and hidden unit a block
+    keeps 12 values — the first LayerNorm's output, q, k and v, the attention output, the
+    residual sum, the second LayerNorm's output, the 4h ReLU output, and the block's output —
+    plus 2 values per head and token that the fused attention kernel keeps instead of the
+    s×s score matrix. The embedding output (h per token) and the logits (vocab per token) come
+    on top. It matches the PyTorch tracker's "activations" byte for byte on CPU (tests)."""
+    tokens = seq_len * batch
+    per_layer = tokens * (12 * hidden + 2 * heads)
+    return bytes_per_value * (tokens * hidden + layers * per_layer + tokens * vocab)
 
 
 def transformer_activation_bytes(seq_len: int, batch: int, hidden: int, heads: int, layers: int,
                                  bytes_per_value: float = 2.0) -> float:
     """Korthikanti et al. 2022, Eq. 2 (no recomputation, no parallelism): per layer
-    s·b·h·(34 + 5·a·s/h) bytes at 16 bits; scaled to `bytes_per_value`."""
+    s·b·h·(34 + 5·a·s/h) bytes at 16 bits; scaled to `bytes_per_value`. A GPT layer with
+    dropout and GeLU that materializes the attention scores: an upper bound for ours."""
     per_layer = seq_len * batch * hidden * (34 + 5 * heads * seq_len / hidden)
     return layers * per_layer * bytes_per_value / 2.0
 

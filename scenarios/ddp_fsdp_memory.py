@@ -25,7 +25,8 @@ import plotly.graph_objects as go
 from pydantic import Field
 
 from engines.distributed import launch
-from engines.memory_model import GB, PRECISIONS, model_states, transformer_activation_bytes
+from engines.memory_model import (GB, PRECISIONS, encoder_activation_bytes, model_states,
+                                  transformer_activation_bytes, transient_unsharded_bytes)
 from scenarios._memory_timeline import timeline_figure, timeline_of, trace_figure, trace_of
 from scenarios.base import ConfigError, Run, Scenario, ScenarioConfig
 from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
@@ -123,6 +124,43 @@ def refuse_if_too_big(config: Config, device: str) -> None:
                           "here; shrink the model or the world")
 
 
+SHAPE = ("seq_len", "batch", "hidden", "heads", "layers", "vocab")
+
+
+def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
+    """Rank 0 of one arm: measured against modelled — model states, activations at the end of
+    forward, unsharded parameters at their most — and what the timeline showed."""
+    shape = {k: int(values.get(f"rank_0/shape/{k}", 0)) for k in SHAPE}
+    bf16 = strategy.endswith("-bf16")  # bf16 compute; fp32 sharded parameters and Adam state as before
+    n_params = values["rank_0/n_params"]
+    estimate = model_states(n_params, world, strategy.removesuffix("-bf16"), FP32_ADAM)
+    measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
+    timeline = timeline_of(values, shape["layers"])
+    at = {(r.label, r.category): r.bytes for r in timeline.itertuples()}
+    totals = timeline.groupby("mark")["bytes"].sum() if not timeline.empty else pd.Series(dtype=float)
+    unsharded = timeline.loc[timeline["category"] == "unsharded parameters", "bytes"]
+    forward_acts = at.get(("model forward end", "activations"))
+    return {
+        "strategy": strategy, "world_size": world, "on_cuda": bool(values.get("rank_0/on_cuda", 0.0)),
+        "measured_state_bytes": measured, "estimated_state_bytes": estimate.total,
+        "state_error": measured / estimate.total - 1,
+        "estimated": {"parameters": estimate.params, "gradients": estimate.grads, "optimizer state": estimate.optimizer},
+        "estimated_activation_bytes": encoder_activation_bytes(**shape, bytes_per_value=2.0 if bf16 else 4.0)
+        if shape["layers"] else None,
+        "measured_activation_bytes": forward_acts - at.get(("step start", "activations"), 0.0)
+        if forward_acts is not None else None,
+        # DDP's reducer keeps a flat copy of every gradient in its buckets (rebuilt in step 1's forward)
+        "estimated_bucket_bytes": 4.0 * n_params if strategy == "ddp" else 0.0,
+        "estimated_unsharded_bytes": transient_unsharded_bytes(
+            strategy, values.get("rank_0/unit_param_bytes", 0.0), 4.0 * n_params,
+            values.get("rank_0/root_param_bytes", 0.0)) * (0.5 if bf16 else 1.0),
+        "max_unsharded_bytes": float(unsharded.max()) if len(unsharded) else 0.0,
+        "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
+        "timeline_peak_bytes": float(totals.max()) if len(totals) else None,
+        "peak_bytes": sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES),
+        "peak_reserved_bytes": values.get("rank_0/peak/reserved")}
+
+
 class DdpFsdpMemory(Scenario):
     id = "ddp-fsdp-memory"
     title = "DDP vs FSDP memory"
@@ -181,22 +219,8 @@ class DdpFsdpMemory(Scenario):
             if "rank_0/n_params" not in values:
                 continue
             strategy, world = arm.split(" · N=")
-            # bf16 compute keeps fp32 sharded parameters and Adam state: the same model states
-            estimate = model_states(values["rank_0/n_params"], int(world), strategy.removesuffix("-bf16"), FP32_ADAM)
-            measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
-            peak = sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES)
-            losses = metric_series(rows, "loss")["value"].tolist()
-            timeline = timeline_of(values, int(values.get("rank_0/layers", config.layers)))
-            totals = timeline.groupby("mark")["bytes"].sum() if not timeline.empty else pd.Series(dtype=float)
-            unsharded = timeline.loc[timeline["category"] == "unsharded parameters", "bytes"]
-            arms[arm] = {"timeline_peak_bytes": float(totals.max()) if len(totals) else None,
-                         "max_unsharded_bytes": float(unsharded.max()) if len(unsharded) else 0.0,
-                         "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
-                         "on_cuda": bool(values.get("rank_0/on_cuda", 0.0)),
-                         "strategy": strategy, "world_size": int(world), "measured_state_bytes": measured,
-                         "estimated_state_bytes": estimate.total, "state_error": measured / estimate.total - 1,
-                         "peak_bytes": peak, "peak_reserved_bytes": values.get("rank_0/peak/reserved"),
-                         "losses": losses}
+            arms[arm] = {**arm_summary(values, strategy, int(world)),
+                         "losses": metric_series(rows, "loss")["value"].tolist()}
         loss_gap = {}
         for world in sorted({a["world_size"] for a in arms.values()}):
             curves = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]]
@@ -226,6 +250,25 @@ class DdpFsdpMemory(Scenario):
                              f"{a['unit_param_bytes'] / 1e6:.2f} MB)"
                              + (" — every block stays gathered from its forward until its backward."
                                 if a["strategy"].startswith("fsdp-zero2") else " — each block is resharded after its forward."))
+        sample = next((a for a in arms.values() if a["world_size"] == top and a["measured_activation_bytes"]
+                       and not a["strategy"].endswith("-bf16")), None)
+        if sample is not None:
+            korthikanti = transformer_activation_bytes(config.seq_len, config.batch, config.hidden,
+                                                       heads_for(config.hidden), config.layers, 4.0)
+            lines.append(f"- Activations kept for backward at the end of forward ({sample['strategy']}, rank 0): "
+                         f"{sample['measured_activation_bytes'] / 1e6:.3f} MB measured, "
+                         f"{sample['estimated_activation_bytes'] / 1e6:.3f} MB by this layer's bookkeeping "
+                         f"(12 values per token and hidden unit per block); Korthikanti et al.'s GPT-layer formula "
+                         f"says {korthikanti / 1e6:.3f} MB plus the head — it also keeps dropout masks, GeLU inputs "
+                         "and the s×s attention scores, which this layer does not.")
+        ddp = next((a for a in arms.values() if a["world_size"] == top and a["strategy"] == "ddp"
+                    and a["measured_activation_bytes"]), None)
+        if ddp is not None and ddp["estimated_activation_bytes"]:
+            extra = ddp["measured_activation_bytes"] - ddp["estimated_activation_bytes"]
+            lines.append(f"- DDP's forward adds {extra / 1e6:.3f} MB more: its reducer's gradient buckets, a flat "
+                         f"copy of every gradient ({ddp['estimated_bucket_bytes'] / 1e6:.3f} MB), rebuilt during "
+                         "step 1's forward — so the tracker files them under activations; the model bar shows them "
+                         "as communication buffers.")
         for world, gap in summary["loss_gap"].items():
             lines.append(f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training.")
         if summary["max_state_error"] is not None:
@@ -270,16 +313,20 @@ class DdpFsdpMemory(Scenario):
                 labels.append(f"{a['strategy']}<br>rank {rank}")
                 for c in CATEGORIES:
                     stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
-            estimate = model_states(values["rank_0/n_params"], top, a["strategy"].removesuffix("-bf16"), FP32_ADAM)
             labels.append(f"{a['strategy']}<br>model")
-            for c, v in zip(CATEGORIES, [estimate.params, estimate.grads, estimate.optimizer, 0, 0, 0, 0, 0]):
-                stacks[c].append(v / 1e6)
+            modelled = {**a["estimated"], "activations": a["estimated_activation_bytes"] or 0.0,
+                        "unsharded parameters": a["estimated_unsharded_bytes"],
+                        "communication buffers": a["estimated_bucket_bytes"]}
+            for c in CATEGORIES:
+                stacks[c].append(modelled.get(c, 0.0) / 1e6)
         fig = go.Figure()
         for c in (c for c in CATEGORIES if any(stacks[c])):  # e.g. "allocated" only exists on CUDA
             fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
                         hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
         fig.update_layout(barmode="stack")
-        return layout(fig, f"Peak memory per rank by category, N={top}", "measured per rank; model = ZeRO model states", "MB")
+        fig = layout(fig, f"Peak memory per rank by category, N={top}",
+                     "measured per rank; model = ZeRO model states + activations + gathered parameters", "MB")
+        return fig.update_layout(legend_title_text="category")
 
     def _vs_world(self, summary: dict) -> go.Figure:
         fig = go.Figure()

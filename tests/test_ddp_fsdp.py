@@ -137,6 +137,19 @@ def test_timeline_zero2_keeps_every_block_gathered_zero3_one_at_a_time(timelines
 
 
 @pytest.mark.slow
+def test_activations_and_gathered_parameters_match_the_model(timelines) -> None:
+    """FSDP: activations at the end of forward byte for byte as `encoder_activation_bytes` counts
+    them, gathered parameters as `transient_unsharded_bytes`; DDP adds its gradient buckets (4Ψ)."""
+    for strategy in ("fsdp-zero3", "fsdp-zero2"):
+        a = timelines[strategy]
+        assert a["measured_activation_bytes"] == pytest.approx(a["estimated_activation_bytes"], rel=1e-3), strategy
+        assert a["max_unsharded_bytes"] == pytest.approx(a["estimated_unsharded_bytes"], rel=1e-3), strategy
+    ddp = timelines["ddp"]
+    extra = ddp["measured_activation_bytes"] - ddp["estimated_activation_bytes"]
+    assert extra == pytest.approx(4 * ddp["values"]["rank_0/n_params"], rel=0.01), f"DDP's extra {extra} bytes"
+
+
+@pytest.mark.slow
 def test_timeline_follows_the_call_order_and_the_activations(timelines) -> None:
     """Blocks forward 0→2 then backward 2→0; DDP's activations peak between forward and backward;
     after backward the gradients are every parameter's."""
