@@ -33,6 +33,7 @@ from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
 
 VOCAB = 64
 FP32_ADAM = PRECISIONS["fp32 Adam"]
+CPU_WORLD_MAX = 4  # rank processes on a CPU machine
 # On CUDA the worker reports the allocator's "allocated" (and "reserved") bytes instead of categories.
 CATEGORIES = ["parameters", "gradients", "optimizer state", "activations", "unsharded parameters",
               "temporaries", "communication buffers", "allocated"]
@@ -48,7 +49,8 @@ class Config(ScenarioConfig):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="cuda: NCCL, one process per GPU; cpu: gloo processes on the CPU; auto: cuda where this "
         "machine has a GPU for every rank, else cpu.")
-    world_size: int = Field(2, ge=1, le=4, description="Ranks (processes) on CPU; GPUs on CUDA. The machine has 2 cores.")
+    world_size: int = Field(2, ge=1, le=8, description="Ranks: processes on CPU (1–4), one per GPU on CUDA (up to "
+                            "the GPU count).")
     sweep_world_size: bool = Field(True, description="Also measure every world size from 1 up, for the memory-vs-N plot.")
     layers: int = Field(2, ge=1, le=8, description="Transformer blocks (each one FSDP unit).")
     hidden: int = Field(64, ge=16, le=256, description="Hidden width; parameters grow as 12·layers·hidden².")
@@ -95,9 +97,11 @@ def device_for(config: Config) -> str:
     if config.device == "cuda" and config.world_size > gpus:
         raise ConfigError(f"device=cuda with world_size={config.world_size}: NCCL needs one GPU per rank and this "
                           f"machine has {gpus}; lower the world size or choose device=cpu")
-    if config.device == "auto":
-        return "cuda" if gpus >= config.world_size else "cpu"
-    return config.device
+    device = ("cuda" if gpus >= config.world_size else "cpu") if config.device == "auto" else config.device
+    if device == "cpu" and config.world_size > CPU_WORLD_MAX:
+        raise ConfigError(f"world_size={config.world_size} on the CPU: at most {CPU_WORLD_MAX} rank processes "
+                          f"(this machine has {os.cpu_count()} cores and {gpus} GPUs); larger worlds need a GPU per rank")
+    return device
 
 
 def refuse_if_too_big(config: Config, device: str) -> None:

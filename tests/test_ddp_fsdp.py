@@ -101,6 +101,12 @@ def test_a_world_that_would_not_fit_is_refused_before_launch(monkeypatch) -> Non
     assert dist_workers_alive() == 0
 
 
+def test_more_than_four_cpu_ranks_are_refused_before_launch() -> None:
+    with pytest.raises(ConfigError, match="world_size=5 on the CPU: at most 4 rank processes"):
+        SCENARIO.run({"device": "cpu", "world_size": 5})
+    assert dist_workers_alive() == 0
+
+
 def test_more_ranks_than_gpus_are_refused_before_launch() -> None:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus >= 4:
