@@ -51,18 +51,32 @@ def live_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
         st.markdown(scenario.explain(summary, handle.config))
         for note in view.notes:
             st.caption(note)
-        columns = st.columns(2)
-        halves = [(name, figure) for name, figure in view.figures.items() if not is_full_width(figure)]
-        for i, (name, figure) in enumerate(halves):
-            with columns[i % 2]:
-                st.plotly_chart(figure, key=f"{scenario.id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
-        for name, figure in view.figures.items():
-            if is_full_width(figure):
-                st.plotly_chart(figure, key=f"{scenario.id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+        draw_figures(scenario.id, view.figures)
     if not snap.running and st.session_state.get(key + ":was_running"):
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state
     st.session_state[key + ":was_running"] = snap.running
+
+
+def draw_figures(scenario_id: str, figures: dict) -> None:
+    """Figures two to a row, in the scenario's order; a full-width one takes a row of its own."""
+    pair: list = []
+
+    def flush() -> None:
+        for column, (name, figure) in zip(st.columns(2) if pair else [], pair):
+            with column:
+                st.plotly_chart(figure, key=f"{scenario_id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+        pair.clear()
+
+    for name, figure in figures.items():
+        if is_full_width(figure):
+            flush()
+            st.plotly_chart(figure, key=f"{scenario_id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+            continue
+        pair.append((name, figure))
+        if len(pair) == 2:
+            flush()
+    flush()
 
 
 def steps_per_arm(frame) -> str:

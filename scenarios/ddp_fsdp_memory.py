@@ -25,18 +25,14 @@ import plotly.graph_objects as go
 from pydantic import Field
 
 from engines.distributed import launch
-from engines.memory_model import (GB, PRECISIONS, encoder_activation_bytes, model_states,
-                                  transformer_activation_bytes, transient_unsharded_bytes)
+from engines.memory_model import GB, PRECISIONS, model_states, transformer_activation_bytes
+from scenarios._memory_summary import CATEGORIES, FP32_ADAM, activation_lines, arm_summary, gathered_line, state_line
 from scenarios._memory_timeline import timeline_figure, timeline_of, trace_figure, trace_of
 from scenarios.base import ConfigError, Run, Scenario, ScenarioConfig
-from scenarios.plotting import arm_colors, arms_in_order, layout, metric_series
+from scenarios.plotting import arm_colors, arms_in_order, full_width, layout, metric_series
 
 VOCAB = 64
-FP32_ADAM = PRECISIONS["fp32 Adam"]
 CPU_WORLD_MAX = 4  # rank processes on a CPU machine
-# On CUDA the worker reports the allocator's "allocated" (and "reserved") bytes instead of categories.
-CATEGORIES = ["parameters", "gradients", "optimizer state", "activations", "unsharded parameters",
-              "temporaries", "communication buffers", "allocated"]
 CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f",
                                         "#17becf"]))
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
@@ -100,7 +96,8 @@ def device_for(config: Config) -> str:
     device = ("cuda" if gpus >= config.world_size else "cpu") if config.device == "auto" else config.device
     if device == "cpu" and config.world_size > CPU_WORLD_MAX:
         raise ConfigError(f"world_size={config.world_size} on the CPU: at most {CPU_WORLD_MAX} rank processes "
-                          f"(this machine has {os.cpu_count()} cores and {gpus} GPUs); larger worlds need a GPU per rank")
+                          f"(this machine has {os.cpu_count()} cores and {gpus} GPUs); larger worlds need a GPU "
+                          "per rank")
     return device
 
 
@@ -126,43 +123,6 @@ def refuse_if_too_big(config: Config, device: str) -> None:
         raise ConfigError(f"{where} needs about {need / GB:.2f} GB (DDP estimate, {per_rank / 1e6:.0f} MB of state "
                           f"and activations per rank + the processes), more than the {limit / GB:.2f} GB allowed "
                           "here; shrink the model or the world")
-
-
-SHAPE = ("seq_len", "batch", "hidden", "heads", "layers", "vocab")
-
-
-def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
-    """Rank 0 of one arm: measured against modelled — model states, activations at the end of
-    forward, unsharded parameters at their most — and what the timeline showed."""
-    shape = {k: int(values.get(f"rank_0/shape/{k}", 0)) for k in SHAPE}
-    bf16 = strategy.endswith("-bf16")  # bf16 compute; fp32 sharded parameters and Adam state as before
-    n_params = values["rank_0/n_params"]
-    estimate = model_states(n_params, world, strategy.removesuffix("-bf16"), FP32_ADAM)
-    measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
-    timeline = timeline_of(values, shape["layers"])
-    at = {(r.label, r.category): r.bytes for r in timeline.itertuples()}
-    totals = timeline.groupby("mark")["bytes"].sum() if not timeline.empty else pd.Series(dtype=float)
-    unsharded = timeline.loc[timeline["category"] == "unsharded parameters", "bytes"]
-    forward_acts = at.get(("model forward end", "activations"))
-    return {
-        "strategy": strategy, "world_size": world, "on_cuda": bool(values.get("rank_0/on_cuda", 0.0)),
-        "measured_state_bytes": measured, "estimated_state_bytes": estimate.total,
-        "state_error": measured / estimate.total - 1,
-        "estimated": {"parameters": estimate.params, "gradients": estimate.grads, "optimizer state": estimate.optimizer},
-        "estimated_activation_bytes": encoder_activation_bytes(**shape, bytes_per_value=2.0 if bf16 else 4.0)
-        if shape["layers"] else None,
-        "measured_activation_bytes": forward_acts - at.get(("step start", "activations"), 0.0)
-        if forward_acts is not None else None,
-        # DDP's reducer keeps a flat copy of every gradient in its buckets (rebuilt in step 1's forward)
-        "estimated_bucket_bytes": 4.0 * n_params if strategy == "ddp" else 0.0,
-        "estimated_unsharded_bytes": transient_unsharded_bytes(
-            strategy, values.get("rank_0/unit_param_bytes", 0.0), 4.0 * n_params,
-            values.get("rank_0/root_param_bytes", 0.0)) * (0.5 if bf16 else 1.0),
-        "max_unsharded_bytes": float(unsharded.max()) if len(unsharded) else 0.0,
-        "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
-        "timeline_peak_bytes": float(totals.max()) if len(totals) else None,
-        "peak_bytes": sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES),
-        "peak_reserved_bytes": values.get("rank_0/peak/reserved")}
 
 
 class DdpFsdpMemory(Scenario):
@@ -238,43 +198,16 @@ class DdpFsdpMemory(Scenario):
         if not arms:
             return "Run to launch the process groups (starting the ranks takes a few seconds)."
         top = max(a["world_size"] for a in arms.values())
-        on_cuda = any(a["on_cuda"] for a in arms.values())
-        lines = [f"- Measured on {'GPUs: NCCL, one process per GPU, the CUDA allocator' if on_cuda else 'the CPU: gloo, one process per rank, PyTorch memory trackers'}."]
-        for arm, a in arms.items():
-            if a["world_size"] == top:
-                lines.append(f"- **{arm}**: rank 0 holds {a['measured_state_bytes'] / 1e6:.2f} MB of parameters, "
-                             f"gradients and Adam state (the model says {a['estimated_state_bytes'] / 1e6:.2f} MB, "
-                             f"{a['state_error']:+.1%}); its peak was {a['peak_bytes'] / 1e6:.2f} MB"
-                             + (f" allocated, {a['peak_reserved_bytes'] / 1e6:.2f} MB reserved by the CUDA allocator."
-                                if a["peak_reserved_bytes"] else "."))
-        for arm, a in arms.items():
-            if a["world_size"] == top and a["max_unsharded_bytes"] and a["unit_param_bytes"]:
-                lines.append(f"- Timeline, **{arm}**: at most {a['max_unsharded_bytes'] / 1e6:.2f} MB of unsharded "
-                             f"parameters at once ({a['max_unsharded_bytes'] / a['unit_param_bytes']:.1f}× one block's "
-                             f"{a['unit_param_bytes'] / 1e6:.2f} MB)"
-                             + (" — every block stays gathered from its forward until its backward."
-                                if a["strategy"].startswith("fsdp-zero2") else " — each block is resharded after its forward."))
-        sample = next((a for a in arms.values() if a["world_size"] == top and a["measured_activation_bytes"]
-                       and not a["strategy"].endswith("-bf16")), None)
-        if sample is not None:
-            korthikanti = transformer_activation_bytes(config.seq_len, config.batch, config.hidden,
-                                                       heads_for(config.hidden), config.layers, 4.0)
-            lines.append(f"- Activations kept for backward at the end of forward ({sample['strategy']}, rank 0): "
-                         f"{sample['measured_activation_bytes'] / 1e6:.3f} MB measured, "
-                         f"{sample['estimated_activation_bytes'] / 1e6:.3f} MB by this layer's bookkeeping "
-                         f"(12 values per token and hidden unit per block); Korthikanti et al.'s GPT-layer formula "
-                         f"says {korthikanti / 1e6:.3f} MB plus the head — it also keeps dropout masks, GeLU inputs "
-                         "and the s×s attention scores, which this layer does not.")
-        ddp = next((a for a in arms.values() if a["world_size"] == top and a["strategy"] == "ddp"
-                    and a["measured_activation_bytes"]), None)
-        if ddp is not None and ddp["estimated_activation_bytes"]:
-            extra = ddp["measured_activation_bytes"] - ddp["estimated_activation_bytes"]
-            lines.append(f"- DDP's forward adds {extra / 1e6:.3f} MB more: its reducer's gradient buckets, a flat "
-                         f"copy of every gradient ({ddp['estimated_bucket_bytes'] / 1e6:.3f} MB), rebuilt during "
-                         "step 1's forward — so the tracker files them under activations; the model bar shows them "
-                         "as communication buffers.")
-        for world, gap in summary["loss_gap"].items():
-            lines.append(f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training.")
+        shown = [(arm, a) for arm, a in arms.items() if a["world_size"] == top]
+        where = ("GPUs: NCCL, one process per GPU, the CUDA allocator's statistics"
+                 if any(a["on_cuda"] for a in arms.values()) else
+                 "the CPU: gloo, one process per rank, PyTorch's memory trackers")
+        lines = [f"- Measured on {where}."]
+        lines += [state_line(arm, a) for arm, a in shown]
+        lines += [gathered_line(arm, a) for arm, a in shown if a["max_unsharded_bytes"] and a["unit_param_bytes"]]
+        lines += activation_lines([a for _, a in shown])
+        lines += [f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training."
+                  for world, gap in summary["loss_gap"].items()]
         if summary["max_state_error"] is not None:
             lines.append(f"- Largest model-state error against the ZeRO model: {summary['max_state_error']:.1%} "
                          "(optimizer step counters and `torch.chunk` shard sizes account for it).")
@@ -302,7 +235,7 @@ class DdpFsdpMemory(Scenario):
         for arm, a in summary["arms"].items():
             if a["world_size"] == top:
                 values = self._values(frame, arm)
-                timelines[arm] = timeline_of(values, int(values.get("rank_0/layers", 0)))
+                timelines[arm] = timeline_of(values, int(values.get("rank_0/shape/layers", 0)))
         return timeline_figure(timelines, CATEGORIES + ["reserved"], {**CATEGORY_COLORS, "reserved": "#333333"})
 
     def _bars(self, frame: pd.DataFrame, summary: dict) -> go.Figure:
@@ -328,9 +261,10 @@ class DdpFsdpMemory(Scenario):
             fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
                         hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
         fig.update_layout(barmode="stack")
-        fig = layout(fig, f"Peak memory per rank by category, N={top}",
-                     "measured per rank; model = ZeRO model states + activations + gathered parameters", "MB")
-        return fig.update_layout(legend_title_text="category")
+        fig = layout(fig, f"Peak memory per rank by category, N={top}: measured, and the model beside it",
+                     "each rank's measured peak; model = ZeRO model states + activations + gathered parameters "
+                     "(+ DDP's buckets)", "MB")
+        return full_width(fig.update_layout(legend_title_text="category"))
 
     def _vs_world(self, summary: dict) -> go.Figure:
         fig = go.Figure()

@@ -123,7 +123,7 @@ def timelines() -> dict:
               "steps": 2, "strategies": "ddp,fsdp-zero3,fsdp-zero2", "timeline": True}
     result = SCENARIO.run(config)
     assert result.status == "finished", result.status
-    out = {}
+    out = {"frame": result.frame, "config": config}
     for arm, a in result.summary["arms"].items():
         rows = result.frame[result.frame["arm"] == arm]
         values = dict(zip(rows["metric"], rows["value"]))
@@ -166,6 +166,9 @@ def test_timeline_follows_the_call_order_and_the_activations(timelines) -> None:
     assert forward == [f"blocks.{i} forward start" for i in range(3)]
     assert backward == [f"blocks.{i} backward start" for i in (2, 1, 0)]
     assert labels[0] == "step start" and labels[-1] == "after optimizer step"
+    figure = SCENARIO.figures(timelines["frame"], SCENARIO.validate(timelines["config"]))["memory_timeline"]
+    ticks = [text for axis in figure.select_xaxes() if axis.ticktext for text in axis.ticktext]
+    assert ticks and not [t for t in ticks if t.startswith("mark")], f"unnamed marks on the axis: {ticks}"
     acts = table[table["category"] == "activations"].set_index("label")["bytes"]
     assert acts.idxmax() in ("model forward end", "head forward end", "head backward start")
     assert acts["model forward end"] > 3 * acts["step start"]
