@@ -17,6 +17,7 @@ from scenarios import all_scenarios, get_scenario
 from scenarios.base import ConfigError, Event, Scenario
 
 USAGE_ERROR = 2
+RUN_FAILED = 1
 
 
 class ProgressBar:
@@ -85,6 +86,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         try:
             result = scenario.run(config, sink=bar)
+        except ConfigError:
+            raise  # refused before it started: a usage error
+        except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
+            print(f"error: the run failed: {type(error).__name__}: {error}", file=sys.stderr)
+            return RUN_FAILED
         finally:
             bar.close()
         frame, summary, status = result.frame, result.summary, result.status

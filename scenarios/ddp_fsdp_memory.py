@@ -156,6 +156,8 @@ class DdpFsdpMemory(Scenario):
                "batch": config.batch, "seq_len": config.seq_len, "steps": config.steps, "lr": 1e-3,
                "optimizer": config.optimizer, "timeline": config.timeline,
                "device": device}
+        if os.environ.get("EXPLORER_DIST_FAIL_RANK"):  # for tests: this rank raises mid-run
+            job["fail_rank"] = int(os.environ["EXPLORER_DIST_FAIL_RANK"])
         worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
         # All world sizes side by side: each process tracks only its own memory, and the
         # process start (importing torch) is most of the wait.

@@ -63,3 +63,18 @@ def test_bad_input_exits_2_with_one_line(args, words) -> None:
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr
+
+
+@pytest.mark.slow
+def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
+    """A rank of a distributed run raises: exit 1 and that rank's message, no traceback, no rank left."""
+    monkeypatch.setenv("EXPLORER_DIST_FAIL_RANK", "1")
+    tiny = ["device=cpu", "world_size=2", "sweep_world_size=false", "layers=1", "hidden=16", "batch=2",
+            "seq_len=8", "steps=2", "strategies=ddp,fsdp-zero3"]
+    result = explorer("run", "ddp-fsdp-memory", "--no-store", *[arg for s in tiny for arg in ("--set", s)])
+    assert result.returncode == 1, result.stderr
+    assert "error: the run failed: RankFailed: rank 1 failed (exit code 1): RuntimeError: injected failure on rank 1" \
+        in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    alive = subprocess.run(["pgrep", "-f", "engines.dist_worker"], capture_output=True, text=True).stdout.split()
+    assert not alive, f"rank processes left: {alive}"
