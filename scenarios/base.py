@@ -195,14 +195,33 @@ class Scenario:
 @functools.cache
 def _code_version(module: str) -> str:
     """Hashed once per process: it describes the code this process imported, and the Runs
-    page asks for it once per listed run."""
+    page asks for it once per listed run. All of engines/ (a worker may be started by
+    name, not imported), this contract, the scenario's module and the private helper
+    modules (`scenarios/_*.py`) it imports."""
     import sys
     digest = hashlib.sha256()
-    files = sorted(_ENGINES.glob("*.py")) + [Path(__file__), Path(sys.modules[module].__file__)]
+    files = sorted(_ENGINES.glob("*.py")) + [Path(__file__)] + _with_helpers(Path(sys.modules[module].__file__))
     for path in files:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def _with_helpers(path: Path) -> list[Path]:
+    """`path` and the `scenarios._*` modules it imports, transitively (read from the source)."""
+    import ast
+    found, todo = [], [path]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.append(current)
+        for node in ast.walk(ast.parse(current.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            todo += [path.parent / (name.split(".")[1] + ".py") for name in names
+                     if name.startswith("scenarios._") and (path.parent / (name.split(".")[1] + ".py")).exists()]
+    return found
 
 
 def field_spec(info) -> dict[str, Any]:

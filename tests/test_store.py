@@ -107,3 +107,14 @@ def test_a_run_killed_midway_is_never_listed_as_complete(isolated_store) -> None
     scenario = get_scenario("vanishing-gradients")
     config = scenario.validate({"steps": 3000}).model_dump(mode="json")
     assert store.lookup(scenario.id, config, scenario.code_version()) is None
+
+
+def test_a_scenarios_private_helpers_are_part_of_its_code_version(tmp_path) -> None:
+    """Stored results are keyed by the code that made them: the scenario module and the
+    `scenarios._*` helpers it imports (transitively), not unrelated ones."""
+    from scenarios.base import _with_helpers
+    (tmp_path / "mine.py").write_text("from scenarios._reads import x\nimport scenarios.plotting\n")
+    (tmp_path / "_reads.py").write_text("from scenarios._draws import y\nx = 1\n")
+    (tmp_path / "_draws.py").write_text("y = 2\n")
+    (tmp_path / "_unrelated.py").write_text("z = 3\n")
+    assert sorted(p.name for p in _with_helpers(tmp_path / "mine.py")) == ["_draws.py", "_reads.py", "mine.py"]
