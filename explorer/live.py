@@ -80,13 +80,14 @@ def draw_figures(scenario_id: str, figures: dict) -> None:
 
 
 def steps_per_arm(frame) -> str:
-    """"10 steps" when every arm reached the same step, else "300–400 steps per arm" (e.g. a teacher
-    and its students, or arms a Stop caught at different points)."""
+    """"10 steps" when every arm reached the same step, else "up to 400 steps": arms may count
+    different things (a teacher and its students, a sweep indexed by bit width), or a Stop
+    caught them at different points."""
     if frame.empty:
         return "0 steps"
     last = frame.groupby("arm", sort=False)["step"].max() + 1
     low, high = int(last.min()), int(last.max())
-    return f"{high} steps" if low == high else f"{low}–{high} steps per arm"
+    return f"{high} steps" if low == high else f"up to {high} steps"
 
 
 def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:

@@ -107,7 +107,7 @@ def test_a_failing_rank_shows_its_message_on_the_page(monkeypatch) -> None:
 
 
 def test_the_status_line_counts_steps_per_arm() -> None:
-    """A teacher trained 400 steps and students 300 is not "after 400 steps"."""
+    """A teacher trained 400 steps and students 300: "up to 400 steps", not "after 400 steps"."""
     import pandas as pd
 
     from explorer.live import status_line
@@ -115,6 +115,6 @@ def test_the_status_line_counts_steps_per_arm() -> None:
     rows = [("teacher", s, "loss", 1.0) for s in range(400)] + [("T=4", s, "loss", 1.0) for s in range(300)]
     uneven = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(uneven, "finished", 1.0, [], None, 2.0, "abc")).startswith(
-        "Finished after 300–400 steps per arm in 2.0 s")
+        "Finished after up to 400 steps in 2.0 s")
     even = uneven[uneven["step"] < 10]
     assert "after 10 steps in" in status_line(Snapshot(even, "stopped", 0.1, [], None, 0.5, None))

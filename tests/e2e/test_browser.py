@@ -59,7 +59,7 @@ def test_stop_keeps_partial_plots(page, app_url):
 
     button(page, "Stop").click()
     text = wait_progress(page, r"^Stopped", 15)
-    steps = int(re.search(r"after (?:\d+–)?(\d+) steps", text).group(1))
+    steps = int(re.search(r"after (?:up to )?(\d+) steps", text).group(1))
     assert 0 < steps < 3000, text
     wait_idle(page)
     assert page.locator(PLOT).count() >= 1, "the partial plots disappeared after Stop"
