@@ -88,7 +88,11 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer):
 
 
 class Phases:
-    """Memory by category at named moments of one step, from a tracker (CPU) or CUDA stats."""
+    """Memory by category at named moments of the measured step, from a tracker (CPU) or CUDA stats.
+
+    Entered for that one step only: the steps before it run untracked, so a rank's first loss
+    is on its way before the trackers are even imported (~1 s: they pull in torch._inductor).
+    The tracker then meets the parameters, the optimizer's state and the data as they stand."""
 
     def __init__(self, model: nn.Module, optimizer, strategy: str, device: torch.device) -> None:
         self.device = device
@@ -96,29 +100,24 @@ class Phases:
         if device.type == "cuda":
             self.tracker = None
             return
-        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-        from torch.distributed._tools.mem_tracker import MemTracker
         if strategy == "ddp":
+            from torch.distributed._tools.mem_tracker import MemTracker
             self.tracker = MemTracker()
             self.tracker.track_external(model, optimizer)
         else:
+            from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
             self.tracker = FSDPMemTracker(model, optimizer)
 
     def __enter__(self) -> "Phases":
         if self.tracker is not None:
             self.tracker.__enter__()
+        else:  # CUDA: the peak from here on is this step's
+            torch.cuda.reset_peak_memory_stats(self.device)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.tracker is not None:
             self.tracker.__exit__(*exc)
-
-    def reset(self) -> None:
-        """Start a new iteration (the CPU peak stays the run's peak; CUDA's restarts here)."""
-        if self.tracker is not None:
-            self.tracker.reset_mod_stats()
-        elif self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
 
     def measure(self, kind: str = "current") -> dict[str, float]:
         """This rank's bytes now (or at the peak so far), by category on CPU, allocated vs reserved on CUDA."""
@@ -237,27 +236,26 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     optimizer = opt_class(model.parameters(), lr=job["lr"])
     data = torch.Generator().manual_seed(job["seed"] * 1000 + rank)  # each rank its own shard, the same for every strategy
     measure_step = min(1, job["steps"] - 1)  # step 0 creates Adam's state lazily; measure a steady step
-    timeline = None
-    with Phases(model, optimizer, strategy, device) as phases, contextlib.ExitStack() as timing:
-        for step in range(job["steps"]):
-            tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
-            if step > 0:
-                phases.reset()  # the trackers follow one iteration at a time
-            measuring = step == measure_step
-            if measuring and job.get("timeline") and rank == 0:
-                timeline = timing.enter_context(Timeline(phases))
-                timeline.mark("step start")
+    phases = timeline = exact = None
+    for step in range(job["steps"]):
+        tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
+        with contextlib.ExitStack() as measuring:
+            if step == measure_step:
+                phases = measuring.enter_context(Phases(model, optimizer, strategy, device))
+                if job.get("timeline") and rank == 0:
+                    timeline = measuring.enter_context(Timeline(phases))
+                    timeline.mark("step start")
             logits = model(tokens)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())  # learn to copy
-            if measuring:
+            if step == measure_step:
                 phases.take("after forward")
             loss.backward()
-            if measuring:
+            if step == measure_step:
                 phases.take("after backward")
                 if timeline is not None:
                     timeline.mark("after backward")
             optimizer.step()
-            if measuring:
+            if step == measure_step:
                 phases.take("after optimizer step")
                 phases.take("peak", "peak")
                 exact = {"exact/parameters": local_bytes(model.parameters()),
@@ -265,11 +263,10 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
                          "exact/optimizer state": local_bytes(optimizer_tensors(optimizer))}
                 if timeline is not None:
                     timeline.mark("after optimizer step")
-                    timing.close()  # the timeline covers the measured step only
-            optimizer.zero_grad(set_to_none=True)
-            mean_loss = loss.detach().clone()
-            dist.all_reduce(mean_loss)
-            emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
+        optimizer.zero_grad(set_to_none=True)
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": float(mean_loss) / world}})
     metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items() for category, value in cats.items()}
     metrics.update(exact)
     metrics.update({"n_params": float(n_params), "unit_param_bytes": float(unit_bytes),
