@@ -11,8 +11,10 @@ steps on the same data, and measures this rank's memory by category at three pha
 one step (after forward, after backward, after the optimizer step) and at the step's
 peak — with PyTorch's own trackers on CPU (`MemTracker`, `FSDPMemTracker`) and
 `torch.cuda` statistics on GPU — plus exact byte counts of the local parameter, gradient
-and optimizer-state tensors (`DTensor.to_local()` for shards). Every record is one JSON
-line on stdout (or in `--out`/rank_XX.jsonl under torchrun).
+and optimizer-state tensors (`DTensor.to_local()` for shards). With `"timeline": true` in
+the job, rank 0 also records its memory at every block boundary of that step (on CUDA also
+the allocator's event history, and under `--out` a snapshot file for pytorch.org/memory_viz).
+Every record is one JSON line on stdout (or in `--out`/rank_XX.jsonl under torchrun).
 """
 import argparse
 import contextlib
@@ -239,23 +241,24 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     phases = timeline = exact = None
     for step in range(job["steps"]):
         tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
+        measured = step == measure_step
         with contextlib.ExitStack() as measuring:
-            if step == measure_step:
+            if measured:
                 phases = measuring.enter_context(Phases(model, optimizer, strategy, device))
                 if job.get("timeline") and rank == 0:
                     timeline = measuring.enter_context(Timeline(phases))
                     timeline.mark("step start")
             logits = model(tokens)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())  # learn to copy
-            if step == measure_step:
+            if measured:
                 phases.take("after forward")
             loss.backward()
-            if step == measure_step:
+            if measured:
                 phases.take("after backward")
                 if timeline is not None:
                     timeline.mark("after backward")
             optimizer.step()
-            if step == measure_step:
+            if measured:
                 phases.take("after optimizer step")
                 phases.take("peak", "peak")
                 exact = {"exact/parameters": local_bytes(model.parameters()),
