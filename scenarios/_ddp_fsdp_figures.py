@@ -102,8 +102,9 @@ def what_if_figure(config, summary: dict) -> go.Figure:
         fig.add_scatter(x=devices, y=gb, name=f"{name}: {at:,.1f} GB at N={config.whatif_devices}", mode="lines",
                         hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
     fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
-    error = summary.get("max_state_error")
-    note = f"model vs measured on the small runs: within {error:.1%}" if error is not None else "run to validate the model"
+    error, act_error = summary.get("max_state_error"), summary.get("max_activation_error")
+    note = ("run to validate the model" if error is None else f"model vs measured on the small runs: model states "
+            f"within {error:.1%}" + (f", activations within {act_error:.1%}" if act_error is not None else ""))
     fig.add_annotation(text=note, xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False, xanchor="left")
     fig.update_xaxes(type="log")
     return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision.split(' (')[0]}",

@@ -192,7 +192,11 @@ class DdpFsdpMemory(Scenario):
             if len(curves) > 1 and all(len(c) == len(curves[0]) for c in curves):
                 loss_gap[world] = float(np.max(np.ptp(np.array(curves), axis=0)))
         errors = [abs(a["state_error"]) for a in arms.values()]
-        return {"arms": arms, "loss_gap": loss_gap, "max_state_error": max(errors) if errors else None}
+        # activations: the FSDP arms (DDP's also hold its gradient buckets, shown apart)
+        act_errors = [abs(a["measured_activation_bytes"] / a["estimated_activation_bytes"] - 1) for a in arms.values()
+                      if a["strategy"] != "ddp" and a["measured_activation_bytes"] and a["estimated_activation_bytes"]]
+        return {"arms": arms, "loss_gap": loss_gap, "max_state_error": max(errors) if errors else None,
+                "max_activation_error": max(act_errors) if act_errors else None}
 
     def explain(self, summary: dict, config: Config) -> str:
         arms = summary["arms"]
