@@ -186,16 +186,21 @@ class DdpFsdpMemory(Scenario):
             strategy, world = arm.split(" · N=")
             arms[arm] = {**arm_summary(values, strategy, int(world)),
                          "losses": metric_series(rows, "loss")["value"].tolist()}
-        loss_gap = {}
+        loss_gap, bf16_gap = {}, {}  # fp32 strategies against each other; bf16 compute against them
         for world in sorted({a["world_size"] for a in arms.values()}):
-            curves = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]]
-            if len(curves) > 1 and all(len(c) == len(curves[0]) for c in curves):
-                loss_gap[world] = float(np.max(np.ptp(np.array(curves), axis=0)))
+            fp32 = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]
+                    and not a["strategy"].endswith("-bf16")]
+            if len(fp32) > 1 and all(len(c) == len(fp32[0]) for c in fp32):
+                loss_gap[world] = float(np.max(np.ptp(np.array(fp32), axis=0)))
+            bf16 = [a["losses"] for a in arms.values() if a["world_size"] == world and a["strategy"].endswith("-bf16")]
+            if fp32 and bf16 and len(bf16[0]) == len(fp32[0]):
+                bf16_gap[world] = float(np.max(np.abs(np.array(bf16[0]) - np.array(fp32[0]))))
         errors = [abs(a["state_error"]) for a in arms.values()]
         # activations: the FSDP arms (DDP's also hold its gradient buckets, shown apart)
         act_errors = [abs(a["measured_activation_bytes"] / a["estimated_activation_bytes"] - 1) for a in arms.values()
                       if a["strategy"] != "ddp" and a["measured_activation_bytes"] and a["estimated_activation_bytes"]]
-        return {"arms": arms, "loss_gap": loss_gap, "max_state_error": max(errors) if errors else None,
+        return {"arms": arms, "loss_gap": loss_gap, "bf16_loss_gap": bf16_gap,
+                "max_state_error": max(errors) if errors else None,
                 "max_activation_error": max(act_errors) if act_errors else None}
 
     def explain(self, summary: dict, config: Config) -> str:
@@ -213,6 +218,8 @@ class DdpFsdpMemory(Scenario):
         lines += activation_lines([a for _, a in shown])
         lines += [f"- At N={world} the strategies' loss curves differ by at most {gap:.1e}: the same training."
                   for world, gap in summary["loss_gap"].items()]
+        lines += [f"- At N={world} bf16 compute moves the loss by at most {gap:.1e}: the same model, computed "
+                  "with bf16's 8 significant bits." for world, gap in summary.get("bf16_loss_gap", {}).items()]
         if summary["max_state_error"] is not None:
             lines.append(f"- Largest model-state error against the ZeRO model: {summary['max_state_error']:.1%} "
                          "(optimizer step counters and `torch.chunk` shard sizes account for it).")
