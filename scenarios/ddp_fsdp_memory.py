@@ -100,28 +100,37 @@ def device_for(config: Config) -> str:
     return device
 
 
+def worlds_of(config: Config) -> list[int]:
+    """The process groups one run starts side by side: every size from 1 up, or just the one."""
+    return list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
+
+
 def refuse_if_too_big(config: Config, device: str) -> None:
-    """Estimate before launching: each rank's model state and activations against free memory
-    (host memory on CPU for all ranks together; on CUDA each rank's own GPU)."""
+    """Estimate before launching: every rank's model state and activations against memory — host
+    memory for all the processes together on CPU; on CUDA the first GPU, which every world
+    side by side puts one rank on."""
     per_rank = FP32_ADAM.total * n_params_of(config) + transformer_activation_bytes(
         config.seq_len, config.batch, config.hidden, heads_for(config.hidden), config.layers, 4.0)
+    worlds = worlds_of(config)
     where = f"world_size={config.world_size} with {n_params_of(config):,} parameters"
     if device == "cuda":
         import torch
         # The GPUs' size, not their free memory: asking for that would open a CUDA context in this process.
         size = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
             min(torch.cuda.get_device_properties(i).total_memory for i in range(config.world_size))
-        if per_rank > 0.9 * size:
-            raise ConfigError(f"{where} needs about {per_rank / GB:.2f} GB per GPU (DDP estimate of state and "
-                              f"activations), more than the {size / GB:.2f} GB a GPU has here; shrink the model")
+        if per_rank * len(worlds) > 0.9 * size:
+            raise ConfigError(f"{where} needs about {per_rank * len(worlds) / GB:.2f} GB on GPU 0 ({len(worlds)} "
+                              f"rank(s) of {per_rank / GB:.2f} GB, DDP estimate of state and activations), more than "
+                              f"the {size / GB:.2f} GB a GPU has here; shrink the model or turn off the sweep")
         return
     limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0)) or \
         0.5 * os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    need = per_rank * config.world_size + 400e6 * config.world_size  # + ~400 MB of Python and torch per process
+    processes = sum(worlds)
+    need = (per_rank + 400e6) * processes  # + ~400 MB of Python and torch per process
     if need > limit:
-        raise ConfigError(f"{where} needs about {need / GB:.2f} GB (DDP estimate, {per_rank / 1e6:.0f} MB of state "
-                          f"and activations per rank + the processes), more than the {limit / GB:.2f} GB allowed "
-                          "here; shrink the model or the world")
+        raise ConfigError(f"{where} needs about {need / GB:.2f} GB ({processes} rank processes, each {per_rank / 1e6:.0f} "
+                          f"MB of state and activations by the DDP estimate + ~0.4 GB of Python and torch), more than "
+                          f"the {limit / GB:.2f} GB allowed here; shrink the model, the world or turn off the sweep")
 
 
 class DdpFsdpMemory(Scenario):
@@ -157,7 +166,7 @@ class DdpFsdpMemory(Scenario):
                "device": device}
         if os.environ.get("EXPLORER_DIST_FAIL_RANK"):  # for tests: this rank raises mid-run
             job["fail_rank"] = int(os.environ["EXPLORER_DIST_FAIL_RANK"])
-        worlds = list(range(1, config.world_size + 1)) if config.sweep_world_size else [config.world_size]
+        worlds = worlds_of(config)
         # All world sizes side by side: each process tracks only its own memory, and the
         # process start (importing torch) is most of the wait.
         expected = len(job["strategies"]) * (config.steps + 1) * sum(worlds)
