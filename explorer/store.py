@@ -79,7 +79,21 @@ class RunStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path or os.environ.get("EXPLORER_STORE") or DEFAULT_PATH)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Two processes opening a new store at once can meet SQLite's "locked" answer without its
+        # busy handler being asked (switching to WAL, or a read lock that must upgrade): retry.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._create()
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _create(self) -> None:
         with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")  # persistent: set once, kept by the file
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path} has schema version {version}; this code knows up to {SCHEMA_VERSION}")
@@ -90,7 +104,6 @@ class RunStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA busy_timeout=30000")
             db.execute("PRAGMA foreign_keys=ON")
             yield db

@@ -118,3 +118,26 @@ def test_a_scenarios_private_helpers_are_part_of_its_code_version(tmp_path) -> N
     (tmp_path / "_draws.py").write_text("y = 2\n")
     (tmp_path / "_unrelated.py").write_text("z = 3\n")
     assert sorted(p.name for p in _with_helpers(tmp_path / "mine.py")) == ["_draws.py", "_reads.py", "mine.py"]
+
+
+OPENER = textwrap.dedent("""
+    import sys, time
+    from explorer.store import RunStore
+    time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all start together
+    RunStore()
+""")
+
+
+@pytest.mark.slow
+def test_many_processes_open_a_new_store_at_once(tmp_path) -> None:
+    """Switching a new file to WAL can answer "locked" without SQLite's busy handler: opening
+    retries. (Before the retry, 5 of these 60 openers failed.)"""
+    import time
+    for trial in range(10):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_STORE": str(tmp_path / f"store_{trial}.db")}
+        start = str(time.time() + 1.5)
+        openers = [subprocess.Popen([sys.executable, "-c", OPENER, start], env=env, stderr=subprocess.PIPE)
+                   for _ in range(6)]
+        for opener in openers:
+            _, err = opener.communicate(timeout=120)
+            assert opener.returncode == 0, err.decode()[-500:]
