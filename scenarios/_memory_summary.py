@@ -77,7 +77,8 @@ def activation_lines(shown: list[dict]) -> list[str]:
     """Measured activations against our layer's bookkeeping and Korthikanti et al.'s formula;
     DDP's extra: its gradient buckets."""
     lines = []
-    measured = [a for a in shown if a["measured_activation_bytes"] and not a["strategy"].endswith("-bf16")]
+    measured = [a for a in shown if a["measured_activation_bytes"] and a["estimated_activation_bytes"]
+                and not a["strategy"].endswith("-bf16")]
     sample = min(measured, key=lambda a: a["strategy"] == "ddp", default=None)  # FSDP first: no buckets in it
     if sample is not None:
         lines.append(f"- Activations kept for backward at the end of forward ({sample['strategy']}, rank 0): "
