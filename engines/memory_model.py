@@ -9,8 +9,9 @@ gradients and KΨ of optimizer state (K = 12: an fp32 master copy plus Adam's tw
 
 In plain fp32 with Adam the three terms are 4 + 4 + 8 bytes per parameter. FSDP with
 `reshard_after_forward=True` shards all three (≈ stage 3); with `False` it keeps the
-unsharded parameters between forward and backward (≈ stage 2 at the peak). Either way the
-peak also holds one unsharded unit (the largest FSDP-wrapped block) while it computes.
+unsharded parameters between forward and backward (≈ stage 2 at the peak). On top of the
+shards, the peak holds gathered parameters (`transient_unsharded_bytes`): the root unit and
+one block at a time with True, every unit with False.
 
 Activations, after Korthikanti et al. 2022: one GPT layer stores s·b·h·(34 + 5·a·s/h)
 bytes in 16-bit, for sequence length s, micro-batch b, hidden h and a attention heads.

@@ -62,16 +62,19 @@ def draw_figures(scenario_id: str, figures: dict) -> None:
     """Figures two to a row, in the scenario's order; a full-width one takes a row of its own."""
     pair: list = []
 
+    def draw(name: str, figure) -> None:
+        st.plotly_chart(figure, key=f"{scenario_id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+
     def flush() -> None:
         for column, (name, figure) in zip(st.columns(2) if pair else [], pair):
             with column:
-                st.plotly_chart(figure, key=f"{scenario_id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+                draw(name, figure)
         pair.clear()
 
     for name, figure in figures.items():
         if is_full_width(figure):
             flush()
-            st.plotly_chart(figure, key=f"{scenario_id}-{name}", config=PLOTLY_CONFIG, theme="streamlit")
+            draw(name, figure)
             continue
         pair.append((name, figure))
         if len(pair) == 2:

@@ -33,8 +33,7 @@ def bars_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
     for arm, a in summary["arms"].items():
         if a["world_size"] != top:
             continue
-        rows = frame[frame["arm"] == arm]
-        values = dict(zip(rows["metric"], rows["value"]))
+        values = values_of(frame, arm)
         for rank in range(top):
             labels.append(f"{a['strategy']}<br>rank {rank}")
             for c in CATEGORIES:
@@ -77,8 +76,7 @@ def phases_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
     fig = go.Figure()
     colors = arm_colors(list(summary["arms"]))
     for arm in summary["arms"]:
-        rows = frame[frame["arm"] == arm]
-        values = dict(zip(rows["metric"], rows["value"]))
+        values = values_of(frame, arm)
         totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
         fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
