@@ -84,7 +84,7 @@ def stored_show_s(scenario, config, store: RunStore) -> float:
     started = time.perf_counter()
     stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
     frame = store.frame(stored.run_id)
-    scenario.explain(scenario.summarize(frame, config), config)
+    scenario.explain(frame, config)
     scenario.figures(frame, config)
     return time.perf_counter() - started
 

@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_id = store.save(scenario.id, config_json, scenario.code_version(), status, frame, summary, events,
                             time.perf_counter() - started) if store else None
     print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
-    print(scenario.explain(summary, config))
+    print(scenario.explain(frame, config).markdown())
     if args.out:
         formats = tuple(args.format.split(","))
         for path in write_run(Path(args.out), config_json, frame, summary, scenario.figures(frame, config), formats):
@@ -118,7 +118,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
         print(f"error: {stored.error}")
-    print(scenario.explain(stored.summary, config))
+    print(scenario.explain(store.frame(stored.run_id), config).markdown())
     return 0
 
 

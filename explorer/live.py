@@ -44,11 +44,10 @@ def live_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
             st.warning(f"{event['arm']}: {event['message']}")
     if not snap.frame.empty:
         view = build_view(scenario, handle, overlays, band)
-        summary = scenario.summarize(view.base, handle.config)
         qualifiers = (["so far"] if snap.running else []) + (
             [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else [])
         st.markdown("**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else ""))
-        st.markdown(scenario.explain(summary, handle.config))
+        st.markdown(scenario.explain(view.base, handle.config).markdown())
         for note in view.notes:
             st.caption(note)
         draw_figures(scenario.id, view.figures)

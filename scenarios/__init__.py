@@ -11,7 +11,7 @@ import pkgutil
 
 from scenarios.base import ConfigError, RunResult, Scenario, ScenarioConfig
 
-SHARED_MODULES = {"base", "plotting"}
+SHARED_MODULES = {"base", "claims", "config", "driver", "explanation", "plotting", "records"}
 
 _REGISTRY: dict[str, Scenario] = {}
 

@@ -1,175 +1,148 @@
 """The scenario contract: what every experiment declares and how it runs.
 
 A scenario is declarative glue over engines/. It declares a pydantic `Config` (the single
-source of the page's widgets, the CLI's `--set`, URL parameters and validation), runs its
-arms through the shared engines in `execute`, and draws everything with one pure
-`figures(frame, config)`. `Scenario.run` is the only way a run happens — the page, the
-CLI and the Python API all call it:
+source of the page's widgets, the CLI's `--set`, URL parameters and validation), the
+phases of arms it trains (`phases`), one pure `figures(frame, config)` for every view,
+an `explain(frame, config)` whose every sentence is a claim the records prove, and per
+glossary term the evidence that shows it. `Scenario.run` is the only way a run happens —
+the page's workers, the CLI and the Python API all call it:
 
     frame, summary = get_scenario("vanishing-gradients").run({"depth": 30})
 
 Records are long-format rows `arm, step, metric, value`. A diverged arm adds one row
 `metric="diverged"` at the step it died, so the frame alone can draw it.
+
+This module imports no torch: a scenario module imports its engines inside `phases`,
+so the UI process can import every scenario to draw its controls and figures.
 """
 import functools
 import hashlib
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from engines.training import Diverged, StepRecord
+from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
+from scenarios.explanation import Explanation
+from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_spec,
+                              view_field)
 
-COLUMNS = ["arm", "step", "metric", "value"]
+__all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Machine", "Run", "RunResult",
+           "STATUSES", "Scenario", "ScenarioConfig", "in_turn", "shown_by", "together", "view_field"]
+
 STATUSES = ("finished", "diverged", "stopped", "failed")
 _ENGINES = Path(__file__).resolve().parent.parent / "engines"
 
 
-class ScenarioConfig(BaseModel):
-    """Base of every scenario's Config: unknown keys are refused, values are immutable."""
+# --- what a page needs to know before Run --------------------------------------------------
+@dataclass(frozen=True)
+class Machine:
+    """What the machine that would train offers (the page learns it from a worker)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seeds the weights and the data order of every arm.")
-
-
-class ConfigError(ValueError):
-    """Bad input from any edge (page, CLI, URL, API): one line naming the field and what is allowed."""
+    cpus: int
+    gpus: int = 0
+    gpu_memory_bytes: int = 0          # the smallest GPU's total memory
+    memory_available_bytes: int = 0    # host memory free now (0: unknown)
 
 
 @dataclass(frozen=True)
-class Event:
-    arm: str
-    step: int
-    kind: str  # "diverged", ...
-    message: str
+class Estimate:
+    """A cheap, calibrated guess of a run's cost, said before it starts when it is large."""
+
+    seconds: float
+    bytes: float = 0.0
 
 
-class Sink(Protocol):
-    """Where a running scenario reports to (the run manager, the CLI's progress bar)."""
+@dataclass(frozen=True)
+class Evidence:
+    """Where a glossary term is shown: a figure, and the metrics (names, or prefixes ending
+    in "/") whose records show it. A test runs the tiny config and finds every one."""
 
-    def add(self, rows: list[tuple[str, int, str, float]]) -> None: ...
-    def event(self, event: Event) -> None: ...
-    def progress(self, fraction: float) -> None: ...
-    def stop_requested(self) -> bool: ...
-
-
-class Run:
-    """Collects one run's rows and events and relays them to an optional outer sink."""
-
-    def __init__(self, sink: Sink | None = None) -> None:
-        self.sink = sink
-        self.rows: list[tuple[str, int, str, float]] = []
-        self.events: list[Event] = []
-        self.stopped = False
-        self._lock = threading.Lock()
-
-    def add(self, arm: str, step: int, metrics: Mapping[str, float]) -> None:
-        rows = [(arm, step, name, float(value)) for name, value in metrics.items()]
-        with self._lock:
-            self.rows.extend(rows)
-        if self.sink is not None:
-            self.sink.add(rows)
-
-    def event(self, event: Event) -> None:
-        self.events.append(event)
-        if event.kind == "diverged":
-            self.add(event.arm, event.step, {"diverged": 1.0})
-        if self.sink is not None:
-            self.sink.event(event)
-
-    def progress(self, fraction: float) -> None:
-        if self.sink is not None:
-            self.sink.progress(min(1.0, max(0.0, fraction)))
-
-    def should_stop(self) -> bool:
-        if self.sink is not None and self.sink.stop_requested():
-            self.stopped = True
-        return self.stopped
-
-    def interleave(self, arms: Mapping[str, Iterator[StepRecord | Diverged]], steps: int) -> None:
-        """Advance every arm one logged record at a time, so the arms grow side by side."""
-        live = dict(arms)
-        done_steps = {name: 0 for name in arms}
-        while live and not self.should_stop():
-            for name in list(live):
-                record = next(live[name], None)
-                if record is None:
-                    del live[name]
-                elif isinstance(record, Diverged):
-                    self.event(Event(name, record.step, "diverged", record.message))
-                    done_steps[name] = steps
-                    del live[name]
-                else:
-                    self.add(name, record.step, record.metrics)
-                    done_steps[name] = record.step + 1
-            self.progress(sum(done_steps.values()) / (steps * len(arms)))
-        for generator in live.values():
-            generator.close()  # a stopped run still runs each loop's `finally`
-
-    def frame(self) -> pd.DataFrame:
-        with self._lock:
-            return pd.DataFrame(self.rows, columns=COLUMNS)
+    figure: str | None = None
+    metrics: tuple[str, ...] = ()
+    how: str = ""                  # one line: what to look at
+    arm: str = ""                  # the metrics must belong to an arm whose label contains this
+    when: dict[str, Any] = field(default_factory=dict)  # config overrides (on top of `tiny`) that show it
 
 
-@dataclass
-class RunResult:
-    """What `Scenario.run` returns. Unpacks as `frame, summary = result`."""
-
-    frame: pd.DataFrame
-    summary: dict[str, Any]
-    events: list[Event] = field(default_factory=list)
-    status: str = "finished"
-    duration_s: float = 0.0
-
-    def __iter__(self):
-        yield self.frame
-        yield self.summary
+def shown_by(figure: str | None = None, *metrics: str, how: str = "", arm: str = "",
+             when: Mapping[str, Any] | None = None) -> Evidence:
+    return Evidence(figure, tuple(metrics), how, arm, dict(when or {}))
 
 
 class Scenario:
-    """Subclass, set the class attributes, and implement `execute`, `figures`, `summarize`."""
+    """Subclass, set the class attributes, and implement `phases` (or `execute`), `figures`,
+    `summarize` and `explain`."""
 
     id: ClassVar[str]
     title: ClassVar[str]
-    question: ClassVar[str]            # the one question the page answers
-    terms: ClassVar[tuple[str, ...]]   # glossary terms it brings to life
-    formula: ClassVar[str]             # LaTeX of the mechanism
+    question: ClassVar[str]                  # the one question the page answers
+    topic: ClassVar[str] = "Core mechanics"  # the glossary section the page belongs to
+    terms: ClassVar[dict[str, Evidence]]     # glossary term -> where this page shows it
+    formula: ClassVar[str]                   # LaTeX of the mechanism
     Config: ClassVar[type[ScenarioConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
-    tiny: ClassVar[dict[str, Any]] = {}  # overrides for a run of a second or less (tests, smoke checks)
-    order: ClassVar[int] = 100            # position in the gallery (then by title)
+    tiny: ClassVar[dict[str, Any]] = {}      # overrides for a run of a second or less (tests, smoke checks)
+    tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
+    order: ClassVar[int] = 100               # position in the gallery (then by title)
 
     # --- to implement -------------------------------------------------------------
-    def execute(self, config: ScenarioConfig, run: Run) -> None:
+    def phases(self, config: ScenarioConfig) -> list[list[Arm]]:
+        """The arms to train, phase by phase (`together(...)`, `in_turn(...)`)."""
         raise NotImplementedError
+
+    def execute(self, config: ScenarioConfig, run: Run) -> None:
+        run.drive(self.phases(config))
 
     def figures(self, frame: pd.DataFrame, config: ScenarioConfig) -> dict:
         """name -> plotly Figure, drawn from a (possibly partial) frame."""
         raise NotImplementedError
 
     def summarize(self, frame: pd.DataFrame, config: ScenarioConfig) -> dict[str, Any]:
+        """What is stored beside the records: `headline` (a few numbers for the runs table) and more."""
+        return {}
+
+    def explain(self, frame: pd.DataFrame, config: ScenarioConfig) -> Explanation:
+        """'What to look for': a takeaway and details, each a claim the frame proves."""
         raise NotImplementedError
 
-    def explain(self, summary: dict[str, Any], config: ScenarioConfig) -> str:
-        """'What to look for', as markdown that reads the actual result."""
-        raise NotImplementedError
+    def arm_universe(self) -> list[str]:
+        """Every arm label this scenario can produce, most common first: a label's colour is its
+        place in this list, the same in every run and figure."""
+        return []
+
+    def refusal(self, config: ScenarioConfig, machine: Machine) -> str | None:
+        """A plain sentence when this machine cannot run `config` (refused before Run), else None."""
+        return None
+
+    def estimate(self, config: ScenarioConfig) -> Estimate | None:
+        """A cheap guess of the run's time and memory, said before a large run starts."""
+        return None
 
     # --- shared -------------------------------------------------------------------
     def validate(self, config: ScenarioConfig | Mapping[str, Any] | None = None) -> ScenarioConfig:
         """A Config from a Config, a mapping (strings allowed: '30', 'true') or None (defaults)."""
         if isinstance(config, self.Config):
             return config
-        values = dict(config or {})
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"a config for {self.id} is a mapping of setting names to values, "
+                              f"not {type(config).__name__}")
         try:
-            return self.Config.model_validate(values)
+            return self.Config.model_validate(canonical_value(dict(config or {})))
         except ValidationError as error:
-            raise ConfigError(describe_error(self, error)) from None
+            raise ConfigError(describe_error(self.id, self.field_specs(), error)) from None
+
+    def key_of(self, config: ScenarioConfig) -> dict[str, Any]:
+        """The part of a config a result depends on: every field but the view fields, canonical."""
+        views = self.view_fields()
+        return {k: v for k, v in canonical_value(config.model_dump(mode="json")).items() if k not in views}
+
+    def view_fields(self) -> set[str]:
+        return {name for name, spec in self.field_specs().items() if spec["view"]}
 
     def run(self, config: ScenarioConfig | Mapping[str, Any] | None = None,
             sink: Sink | None = None) -> RunResult:
@@ -184,23 +157,30 @@ class Scenario:
         return RunResult(frame, summary, run.events, status, time.perf_counter() - started)
 
     def code_version(self) -> str:
-        """Hash of the code a result depends on: engines/, this contract and the scenario's module."""
+        """Hash of the code a result depends on: engines/, the shared contract, the scenario's module."""
         return _code_version(type(self).__module__)
 
     def field_specs(self) -> dict[str, dict[str, Any]]:
         """Per field: type, default, bounds or choices, description — for widgets, CLI help and errors."""
-        return {name: field_spec(info) for name, info in self.Config.model_fields.items()}
+        return _field_specs(self.Config)
+
+
+@functools.cache
+def _field_specs(config_class: type[ScenarioConfig]) -> dict[str, dict[str, Any]]:
+    return {name: field_spec(info) for name, info in config_class.model_fields.items()}
 
 
 @functools.cache
 def _code_version(module: str) -> str:
-    """Hashed once per process: it describes the code this process imported, and the Runs
-    page asks for it once per listed run. All of engines/ (a worker may be started by
-    name, not imported), this contract, the scenario's module and the private helper
-    modules (`scenarios/_*.py`) it imports."""
+    """Hashed once per process: it describes the code this process imported. All of engines/
+    (a worker may be started by name, not imported), the shared contract modules, the
+    scenario's module and the private helper modules (`scenarios/_*.py`) it imports."""
     import sys
     digest = hashlib.sha256()
-    files = sorted(_ENGINES.glob("*.py")) + [Path(__file__)] + _with_helpers(Path(sys.modules[module].__file__))
+    here = Path(__file__).resolve().parent
+    from scenarios import SHARED_MODULES
+    shared = [here / f"{name}.py" for name in sorted(SHARED_MODULES)]
+    files = sorted(_ENGINES.glob("*.py")) + shared + _with_helpers(Path(sys.modules[module].__file__))
     for path in files:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -222,47 +202,3 @@ def _with_helpers(path: Path) -> list[Path]:
             todo += [path.parent / (name.split(".")[1] + ".py") for name in names
                      if name.startswith("scenarios._") and (path.parent / (name.split(".")[1] + ".py")).exists()]
     return found
-
-
-def field_spec(info) -> dict[str, Any]:
-    """The facts about one pydantic field that the edges need."""
-    import typing
-    spec: dict[str, Any] = {"default": info.default, "description": info.description or ""}
-    annotation = info.annotation
-    if typing.get_origin(annotation) is typing.Literal:
-        spec.update(kind="choice", choices=list(typing.get_args(annotation)))
-    elif annotation is bool:
-        spec["kind"] = "bool"
-    elif annotation in (int, float):
-        spec["kind"] = annotation.__name__
-        for meta in info.metadata:
-            for bound in ("ge", "gt", "le", "lt"):
-                if hasattr(meta, bound):
-                    spec[bound] = getattr(meta, bound)
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        spec["scale"] = extra.get("scale", "linear")
-    else:
-        spec["kind"] = "other"
-    return spec
-
-
-def describe_error(scenario: Scenario, error: ValidationError) -> str:
-    """The first problem in one line, naming the key and what is allowed."""
-    problem = error.errors()[0]
-    key = ".".join(str(part) for part in problem["loc"]) or "config"
-    specs = scenario.field_specs()
-    if problem["type"] == "extra_forbidden":
-        return f"unknown key {key!r} for {scenario.id}; allowed keys: {', '.join(specs)}"
-    spec = specs.get(key, {})
-    given = problem.get("input")
-    if spec.get("kind") == "choice":
-        allowed = "one of " + ", ".join(str(c) for c in spec["choices"])
-    elif spec.get("kind") in ("int", "float"):
-        low = spec.get("ge", spec.get("gt"))
-        high = spec.get("le", spec.get("lt"))
-        allowed = f"{'an integer' if spec['kind'] == 'int' else 'a number'} from {low} to {high}"
-    elif spec.get("kind") == "bool":
-        allowed = "true or false"
-    else:
-        allowed = problem["msg"]
-    return f"{key}={given} is not allowed for {scenario.id}: {key} must be {allowed}"

@@ -1,15 +1,68 @@
-"""Shared figure helpers, so every scenario's plots look alike: one color per arm on
-every figure of a page, labelled axes, hover that names arm/step/value."""
-import pandas as pd
+"""Shared figure helpers, so every scenario's plots look alike and read alike.
+
+Colours belong to arm *identities*, not positions: an arm's colour is its place in the
+scenario's `arm_universe()` (most common arms first, so they get the strongest colours),
+the same in every figure, every run and every page where that arm appears. Labels outside
+the universe get a colour from a hash of the label, moved on only if another label of the
+same figure already holds it. The palette never repeats: past its ten base colours it
+generates new hues. Categories (memory kinds, phases) use a palette of their own that no
+arm ever gets.
+
+The loss-curve and per-layer-profile figures that most scenarios draw live here.
+"""
+import colorsys
+import math
+import zlib
+from collections.abc import Iterable, Sequence
+
 import plotly.graph_objects as go
 
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+from scenarios.records import Records
+
+BASE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+               "#bcbd22", "#393b79"]
+CATEGORY_COLORS = ["#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#d9d9d9", "#80b1d3"]
+HASHED_SLOTS = 1000  # labels outside the universe spread over this many colours
 
 
-def arm_colors(arms: list[str]) -> dict[str, str]:
-    return {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
+def palette_color(index: int) -> str:
+    """The arm colour at `index`: the base colours, then golden-angle hues at three lightnesses."""
+    if index < len(BASE_COLORS):
+        return BASE_COLORS[index]
+    k = index - len(BASE_COLORS)
+    hue = (k * 0.618033988749895 + 0.07) % 1.0
+    lightness = (0.38, 0.50, 0.30)[k % 3]
+    r, g, b = colorsys.hls_to_rgb(hue, lightness, 0.75)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
+def category_color(index: int) -> str:
+    return CATEGORY_COLORS[index % len(CATEGORY_COLORS)]
+
+
+def arm_colors(labels: Iterable[str], universe: Sequence[str] = ()) -> dict[str, str]:
+    """label -> colour for the labels of one page or figure: universe labels by their place,
+    others by hash; no two labels given here share a colour."""
+    place = {label: i for i, label in enumerate(universe)}
+    colors: dict[str, str] = {}
+    taken: set[int] = set()
+    pending = []
+    for label in dict.fromkeys(labels):
+        if label in place:
+            colors[label] = palette_color(place[label])
+            taken.add(place[label])
+        else:
+            pending.append(label)
+    for label in sorted(pending, key=lambda text: (zlib.crc32(text.encode()), text)):
+        slot = len(universe) + zlib.crc32(label.encode()) % HASHED_SLOTS
+        while slot in taken:
+            slot += 1
+        taken.add(slot)
+        colors[label] = palette_color(slot)
+    return {label: colors[label] for label in dict.fromkeys(labels)}
+
+
+# --- layout --------------------------------------------------------------------------------
 def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
     fig.update_layout(title=title, margin=dict(l=60, r=20, t=50, b=50), legend_title_text="arm",
                       hovermode="closest")
@@ -35,21 +88,71 @@ def log_dtick(fig: go.Figure) -> int | str:
     values = [v for trace in fig.data if trace.y is not None for v in trace.y if v is not None and v > 0]
     if not values:
         return "D2"
-    import math
     return 1 if math.log10(max(values) / min(values)) > 2 else "D2"
 
 
-def metric_series(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+def spans_decades(values: Iterable[float], decades: float = 2.0) -> bool:
+    """All positive and spread over more than `decades` powers of ten: draw on a log axis."""
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return bool(values) and min(values) > 0 and max(values) / min(values) > 10 ** decades
+
+
+# --- the figures most scenarios draw -------------------------------------------------------
+def curves_figure(records: Records, colors: dict[str, str], metric: str, *, title: str, y_title: str,
+                  arms: Sequence[str] | None = None, x_title: str = "step", chance: float | None = None,
+                  chance_label: str = "chance", log_y: bool | None = None, unit: str = "") -> go.Figure:
+    """One line per arm of `metric` against step, each arm's divergence marked, an optional
+    chance line; a log axis when the values span more than two decades (or as `log_y` says)."""
+    fig = go.Figure()
+    arms = list(arms) if arms is not None else records.arms_with(metric)
+    shown: list[float] = []
+    for arm in arms:
+        series = records.series(arm, metric)
+        if series.empty:
+            continue
+        shown += series.tolist()
+        fig.add_scatter(x=series.index, y=series.to_numpy(), name=arm, mode="lines", line=dict(color=colors.get(arm)),
+                        hovertemplate=f"{arm}<br>step %{{x}}<br>{metric} %{{y:.4g}}{unit}<extra></extra>")
+    for arm in arms:
+        step = records.diverged_at(arm)
+        if step is not None:
+            fig.add_vline(x=step, line_dash="dot", line_color=colors.get(arm),
+                          annotation_text=f"{arm} diverged at step {step}")
+    if chance is not None:
+        fig.add_hline(y=chance, line_dash="dash", line_color="gray", annotation_text=chance_label,
+                      annotation_position="bottom right")
+    log = spans_decades(shown) if log_y is None else log_y
+    return layout(fig, title, x_title, y_title + (" (log scale)" if log else ""), log_y=log)
+
+
+def profile_figure(records: Records, colors: dict[str, str], prefix: str, *, title: str, y_title: str,
+                   log_y: bool = True) -> go.Figure:
+    """Per-layer values of `prefix/layer_XX` against depth at each arm's first, middle and last
+    logged step (solid, dashed, dotted)."""
+    table = records.layer_table(prefix)
+    fig = go.Figure()
+    for arm, rows in table.groupby("arm", sort=False):
+        steps = sorted(rows["step"].unique())
+        picks = dict.fromkeys([steps[0], steps[len(steps) // 2], steps[-1]])  # first, middle, last
+        for dash, step in zip(["solid", "dash", "dot"], picks):
+            at = rows[rows["step"] == step].sort_values("layer")
+            fig.add_scatter(x=at["layer"], y=at["value"], name=f"{arm} · step {step}", mode="lines+markers",
+                            line=dict(color=colors.get(arm), dash=dash), legendgroup=str(arm),
+                            hovertemplate=f"{arm}<br>step {step}<br>layer %{{x}}<br>%{{y:.3g}}<extra></extra>")
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return layout(fig, title, "layer (1 = next to the input)", y_title + (" (log scale)" if log_y else ""),
+                  log_y=log_y)
+
+
+# --- legacy readers, until every scenario reads through `Records` ---------------------------
+def metric_series(frame, metric: str):
     """Rows of one metric, sorted by arm then step."""
     return frame[frame["metric"] == metric].sort_values(["arm", "step"])
 
 
-def layer_table(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
-    """Per-layer rows (`prefix/layer_XX`) with an integer `layer` column (1-based)."""
-    head = prefix + "/layer_"
-    rows = frame[frame["metric"].str.startswith(head)]
-    return rows.assign(layer=rows["metric"].str.slice(len(head)).astype(int))
+def layer_table(frame, prefix: str):
+    return Records(frame).layer_table(prefix)
 
 
-def arms_in_order(frame: pd.DataFrame) -> list[str]:
-    return [str(arm) for arm in frame["arm"].unique()]  # unique() keeps first-seen order
+def arms_in_order(frame) -> list[str]:
+    return Records(frame).arms()

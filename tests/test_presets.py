@@ -34,7 +34,7 @@ def test_every_preset_runs_to_finite_records_and_figures(scenario) -> None:
         assert len(result.frame) and result.frame["value"].map(math.isfinite).all(), f"{scenario.id} / {name}"
         figures = scenario.figures(result.frame, scenario.validate(config))
         assert figures, f"{scenario.id} / {name}: no figures"
-        assert scenario.explain(result.summary, scenario.validate(config)), f"{scenario.id} / {name}"
+        assert scenario.explain(result.frame, scenario.validate(config)).markdown(), f"{scenario.id} / {name}"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)

@@ -9,21 +9,24 @@ import pytest
 
 from scenarios import all_scenarios, get_scenario, register
 from scenarios.base import COLUMNS, ConfigError
+from scenarios.explanation import Explanation
+from scenarios.records import Records
+from tests.tiny_runs import tiny_result
 
 SCENARIOS = all_scenarios()
 ids = [s.id for s in SCENARIOS]
-
-
-@pytest.fixture(scope="module")
-def tiny_runs() -> dict:
-    return {s.id: s.run(s.tiny) for s in SCENARIOS}
+TOPICS = ("Core mechanics", "Optimization", "Architecture", "Generalization", "Fine-tuning & compression",
+          "Alignment", "Distributed")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
 def test_declares_what_the_pages_need(scenario) -> None:
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", scenario.id), scenario.id
     assert scenario.title and scenario.question.endswith("?") and scenario.terms and scenario.formula
+    assert scenario.topic in TOPICS, f"{scenario.id}: topic {scenario.topic!r} is not one of {TOPICS}"
     assert get_scenario(scenario.id) is scenario
+    universe = scenario.arm_universe()
+    assert universe and len(universe) == len(set(universe)), f"{scenario.id}: arm_universe must list unique labels"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
@@ -44,8 +47,8 @@ def test_presets_are_valid_configs(scenario) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
-def test_tiny_run_yields_finite_long_records(scenario, tiny_runs) -> None:
-    result = tiny_runs[scenario.id]
+def test_tiny_run_yields_finite_long_records(scenario) -> None:
+    result = tiny_result(scenario.id)
     assert list(result.frame.columns) == COLUMNS
     assert len(result.frame) > 0 and result.status in ("finished", "diverged")
     assert result.frame["value"].map(math.isfinite).all()
@@ -54,16 +57,76 @@ def test_tiny_run_yields_finite_long_records(scenario, tiny_runs) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
-def test_every_figure_builds_from_partial_and_empty_frames(scenario, tiny_runs) -> None:
+def test_every_figure_builds_from_partial_and_empty_frames(scenario) -> None:
     config = scenario.validate(scenario.tiny)
-    full = tiny_runs[scenario.id].frame
+    full = tiny_result(scenario.id).frame
     for frame in (full, full.iloc[: len(full) // 3], pd.DataFrame(columns=COLUMNS)):
         figures = scenario.figures(frame, config)
         assert figures and all(isinstance(f, go.Figure) for f in figures.values())
         for name, figure in figures.items():
             assert figure.layout.title.text, f"figure {name} has no title"
-    text = scenario.explain(scenario.summarize(full.iloc[: len(full) // 3], config), config)
-    assert isinstance(text, str) and text
+        explanation = scenario.explain(frame, config)
+        assert isinstance(explanation, Explanation) and explanation.markdown()
+        records = Records(frame)
+        wrong = [str(claim) for claim in explanation.claims() if not claim.holds(records)]
+        assert not wrong, f"{scenario.id}: claims the records do not show: {wrong}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
+def test_the_explanation_of_a_run_leads_with_a_takeaway(scenario) -> None:
+    """A finished run's 'what to look for' starts with one line, and every sentence rests on claims."""
+    result = tiny_result(scenario.id)
+    explanation = scenario.explain(result.frame, scenario.validate(scenario.tiny))
+    assert explanation.takeaway is not None, f"{scenario.id}: no takeaway for a finished run"
+    assert "\n" not in explanation.takeaway.text
+    for sentence in (explanation.takeaway, *explanation.details):
+        assert sentence.claims, f"{scenario.id}: a sentence claims nothing the records prove: {sentence.text!r}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
+def test_every_glossary_term_has_its_evidence_in_a_run(scenario) -> None:
+    """A term counts as shown only where the run records its metrics and draws its figure."""
+    for term, evidence in scenario.terms.items():
+        result = tiny_result(scenario.id, **evidence.when)
+        records = Records(result.frame)
+        arms = [arm for arm in records.arms() if evidence.arm in arm]
+        assert arms, f"{scenario.id} / {term}: no arm labelled like {evidence.arm!r} in {records.arms()}"
+        for metric in evidence.metrics:
+            assert any(records.has(metric, arm) for arm in arms), f"{scenario.id} / {term}: no {metric!r} recorded"
+        if evidence.figure is not None:
+            figures = scenario.figures(result.frame, scenario.validate({**scenario.tiny, **evidence.when}))
+            assert evidence.figure in figures, f"{scenario.id} / {term}: no figure {evidence.figure!r}"
+            traces = [t for t in figures[evidence.figure].data if _has_data(t)]
+            assert traces, f"{scenario.id} / {term}: figure {evidence.figure!r} draws nothing"
+
+
+def _has_data(trace) -> bool:
+    for attribute in ("y", "z", "values", "x"):
+        values = getattr(trace, attribute, None)
+        if values is not None and len(values):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.view_fields()], ids=lambda s: s.id)
+def test_view_fields_change_no_record(scenario) -> None:
+    """A field marked as view-only is not in the run's key, and changing it trains nothing different."""
+    specs = scenario.field_specs()
+    base = tiny_result(scenario.id)
+    for name in scenario.view_fields():
+        spec, current = specs[name], scenario.validate(scenario.tiny).model_dump()[name]
+        other = _another_value(spec, current)
+        assert name not in scenario.key_of(scenario.validate({**scenario.tiny, name: other}))
+        changed = tiny_result(scenario.id, **{name: other})
+        assert changed.frame.equals(base.frame), f"{scenario.id}: view field {name}={other} changed the records"
+
+
+def _another_value(spec: dict, current):
+    if spec["kind"] == "choice":
+        return next(c for c in spec["choices"] if c != current)
+    if spec["kind"] == "bool":
+        return not current
+    return spec["le"] if current != spec["le"] else spec["ge"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
@@ -74,6 +137,21 @@ def test_bad_values_are_refused_with_the_field_named(scenario) -> None:
         if spec["kind"] in ("int", "float"):
             with pytest.raises(ConfigError, match=f"^{name}=.* must be"):
                 scenario.validate({name: spec["le"] * 10 + 1})
+
+
+def test_a_config_that_is_not_a_mapping_is_a_config_error() -> None:
+    scenario = SCENARIOS[0]
+    for bad in ("depth=3", 5, ["depth", 3]):
+        with pytest.raises(ConfigError, match="is a mapping"):
+            scenario.validate(bad)
+
+
+def test_minus_zero_is_keyed_as_zero() -> None:
+    """−0.0 and 0.0 train alike, so they share a key."""
+    for scenario in SCENARIOS:
+        floats = [n for n, spec in scenario.field_specs().items() if spec["kind"] == "float" and spec.get("ge", 1) <= 0]
+        for name in floats:
+            assert scenario.key_of(scenario.validate({name: -0.0})) == scenario.key_of(scenario.validate({name: 0.0}))
 
 
 def test_registering_a_duplicate_id_is_refused() -> None:

@@ -1,0 +1,95 @@
+"""A scenario's settings: the pydantic base every Config extends, view fields, and the one-line errors.
+
+A Config's fields, with bounds (`ge`, `le`), `Literal` choices and `description`, are the
+single source of the page's widgets, the CLI's `--set`, URL parameters and validation.
+A field that only chooses what is drawn is a *view field* (`view_field(...)`): it is not
+part of a run's key, so changing it redraws from the same records instead of training.
+"""
+import math
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ScenarioConfig(BaseModel):
+    """Base of every scenario's Config: unknown keys are refused, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seeds the weights and the data order of every arm.")
+
+
+class ConfigError(ValueError):
+    """Bad input from any edge (page, CLI, URL, API): one line naming the field and what is allowed."""
+
+
+def view_field(default: Any, *, description: str, **kwargs: Any) -> Any:
+    """A Config field that only chooses what is drawn: not in the run's key, never retrains."""
+    extra = dict(kwargs.pop("json_schema_extra", None) or {}, view=True)
+    return Field(default, description=description, json_schema_extra=extra, **kwargs)
+
+
+def is_view_field(info) -> bool:
+    extra = info.json_schema_extra
+    return isinstance(extra, dict) and bool(extra.get("view"))
+
+
+def canonical_value(value: Any) -> Any:
+    """The form a value is keyed and stored in: −0.0 is 0.0 (they train alike), containers recursively."""
+    if isinstance(value, float) and value == 0.0 and math.copysign(1.0, value) < 0:
+        return 0.0
+    if isinstance(value, Mapping):
+        return {key: canonical_value(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical_value(v) for v in value]
+    return value
+
+
+def one_line(text: str) -> str:
+    """User input inside a message stays on one line (a newline in a value would make two)."""
+    return " ".join(str(text).split())
+
+
+def field_spec(info) -> dict[str, Any]:
+    """The facts about one pydantic field that the edges need."""
+    spec: dict[str, Any] = {"default": info.default, "description": info.description or "",
+                            "view": is_view_field(info)}
+    annotation = info.annotation
+    if typing.get_origin(annotation) is typing.Literal:
+        spec.update(kind="choice", choices=list(typing.get_args(annotation)))
+    elif annotation is bool:
+        spec["kind"] = "bool"
+    elif annotation in (int, float):
+        spec["kind"] = annotation.__name__
+        for meta in info.metadata:
+            for bound in ("ge", "gt", "le", "lt"):
+                if hasattr(meta, bound):
+                    spec[bound] = getattr(meta, bound)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        spec["scale"] = extra.get("scale", "linear")
+    else:
+        spec["kind"] = "other"
+    return spec
+
+
+def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
+    """The first problem in one line, naming the key and what is allowed."""
+    problem = error.errors()[0]
+    key = ".".join(str(part) for part in problem["loc"]) or "config"
+    if problem["type"] == "extra_forbidden":
+        return one_line(f"unknown key {key!r} for {scenario_id}; allowed keys: {', '.join(specs)}")
+    spec = specs.get(key, {})
+    given = problem.get("input")
+    if spec.get("kind") == "choice":
+        allowed = "one of " + ", ".join(str(c) for c in spec["choices"])
+    elif spec.get("kind") in ("int", "float"):
+        low = spec.get("ge", spec.get("gt"))
+        high = spec.get("le", spec.get("lt"))
+        allowed = f"{'an integer' if spec['kind'] == 'int' else 'a number'} from {low} to {high}"
+    elif spec.get("kind") == "bool":
+        allowed = "true or false"
+    else:
+        allowed = problem["msg"]
+    return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must be {allowed}")

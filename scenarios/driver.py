@@ -1,0 +1,162 @@
+"""The one arms driver: a run's rows and events, its progress and its Stop.
+
+A scenario's `phases` are lists of `Arm`s; `Run.drive` advances the arms of a phase side
+by side (one item each in turn) and the phases one after another. Every item an arm
+yields is a step (`engines.training.train` yields one per step), so Stop is checked after
+every step of every arm, and progress is computed here, once, from each arm's `steps`
+and `cost`. A diverged arm ends with an event and a `diverged` row; a diverged `needed`
+arm (a teacher, the float model) ends the run.
+"""
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+
+from engines.records import Diverged, StepRecord
+
+COLUMNS = ["arm", "step", "metric", "value"]
+PROGRESS_EVERY_S = 0.1  # a sink hears about progress at most this often (and at the end)
+
+
+@dataclass(frozen=True)
+class Event:
+    arm: str
+    step: int
+    kind: str  # "diverged", ...
+    message: str
+
+
+class Sink(Protocol):
+    """Where a running scenario reports to (a page's worker, the CLI's progress bar)."""
+
+    def add(self, rows: list[tuple[str, int, str, float]]) -> None: ...
+    def event(self, event: Event) -> None: ...
+    def progress(self, fraction: float) -> None: ...
+    def stop_requested(self) -> bool: ...
+
+
+Item = StepRecord | Diverged | None | tuple[str, StepRecord | Diverged]
+
+
+@dataclass
+class Arm:
+    """A named stream of records: usually `engines.training.train(...)`, one item per step.
+
+    `steps` is how many items it will yield and `cost` the relative time of one, for
+    progress. A `needed` arm's result is used by later phases (a teacher, the float model):
+    if it diverges the run ends there. An item may be `(arm_name, record)` to report under
+    another name (one process group streaming several strategies)."""
+
+    name: str
+    records: Iterator[Item]
+    steps: int
+    cost: float = 1.0
+    needed: bool = False
+
+
+def together(*arms: Arm) -> list[list[Arm]]:
+    """One phase: the arms advance side by side, one item each in turn."""
+    return [list(arms)]
+
+
+def in_turn(*arms: Arm) -> list[list[Arm]]:
+    """One phase per arm: each runs to its end before the next starts."""
+    return [[arm] for arm in arms]
+
+
+class Run:
+    """One run's rows and events, its progress and its Stop, relayed to an optional sink.
+
+    `drive` is the one arms driver: every scenario's phases go through it, so Stop is
+    checked after every step of every arm and progress is computed in one place."""
+
+    def __init__(self, sink: Sink | None = None) -> None:
+        self.sink = sink
+        self.rows: list[tuple[str, int, str, float]] = []
+        self.events: list[Event] = []
+        self.stopped = False
+        self._reported = 0.0
+
+    def add(self, arm: str, step: int, metrics: Mapping[str, float]) -> None:
+        rows = [(arm, int(step), name, float(value)) for name, value in metrics.items()]
+        self.rows.extend(rows)
+        if self.sink is not None and rows:
+            self.sink.add(rows)
+
+    def event(self, event: Event) -> None:
+        self.events.append(event)
+        if event.kind == "diverged":
+            self.add(event.arm, event.step, {"diverged": 1.0})
+        if self.sink is not None:
+            self.sink.event(event)
+
+    def progress(self, fraction: float) -> None:
+        now = time.monotonic()
+        if self.sink is not None and (fraction >= 1.0 or now - self._reported >= PROGRESS_EVERY_S):
+            self._reported = now
+            self.sink.progress(min(1.0, max(0.0, fraction)))
+
+    def should_stop(self) -> bool:
+        if not self.stopped and self.sink is not None and self.sink.stop_requested():
+            self.stopped = True
+        return self.stopped
+
+    def drive(self, phases: list[list[Arm]]) -> None:
+        """Run the phases in order; within a phase, advance the arms side by side."""
+        total = sum(arm.steps * arm.cost for phase in phases for arm in phase) or 1.0
+        done = 0.0
+        for phase in phases:
+            live = {id(arm): arm for arm in phase}
+            left = {id(arm): arm.steps for arm in phase}
+            try:
+                while live:
+                    for key, arm in list(live.items()):
+                        item = next(arm.records, StopIteration)
+                        if item is StopIteration or self._take(arm, item):
+                            del live[key]
+                            done += max(0, left[key]) * arm.cost  # an arm that ended early counts as done
+                            if item is not StopIteration and arm.needed:
+                                return
+                            continue
+                        left[key] -= 1
+                        if left[key] >= 0:
+                            done += arm.cost
+                        if self.should_stop():
+                            return
+                    self.progress(done / total)
+            finally:
+                for arm in live.values():
+                    arm.records.close()  # a stopped run still runs each loop's `finally`
+        self.progress(1.0)
+
+    def _take(self, arm: Arm, item: Item) -> bool:
+        """Report one item; True when it ends the arm (it diverged)."""
+        name = arm.name
+        if isinstance(item, tuple):
+            name, item = item
+        if isinstance(item, StepRecord):
+            self.add(name, item.step, item.metrics)
+        elif isinstance(item, Diverged):
+            self.event(Event(name, item.step, "diverged", item.message))
+            return name == arm.name
+        return False
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=COLUMNS)
+
+
+@dataclass
+class RunResult:
+    """What `Scenario.run` returns. Unpacks as `frame, summary = result`."""
+
+    frame: pd.DataFrame
+    summary: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    status: str = "finished"
+    duration_s: float = 0.0
+
+    def __iter__(self):
+        yield self.frame
+        yield self.summary
