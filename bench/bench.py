@@ -26,8 +26,10 @@ import torch  # noqa: E402
 from engines.data import TeacherTask  # noqa: E402
 from engines.models import DeepMLP  # noqa: E402
 from engines.probes import LayerProbe  # noqa: E402
-from engines.training import log_every_for, train  # noqa: E402
+from engines.runtime import configure  # noqa: E402
+from engines.training import log_every_for, supervised, train  # noqa: E402
 from explorer.runs import RunHandle  # noqa: E402
+from explorer.serving import save_result, stored_result  # noqa: E402
 from explorer.store import RunStore  # noqa: E402
 from scenarios import all_scenarios  # noqa: E402
 from scenarios.vanishing_gradients import BATCH, N_CLASSES, N_FEATURES, Config  # noqa: E402
@@ -61,7 +63,7 @@ def vanishing_loop(probed: bool) -> None:
     probe = LayerProbe(list(model.linears), list(model.activations)) if probed else None
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
     for _ in train(model, optimizer, TeacherTask(N_FEATURES, N_CLASSES, 1).batches(BATCH),
-                   torch.nn.functional.cross_entropy, config.steps, probe=probe,
+                   supervised(model, torch.nn.functional.cross_entropy), config.steps, probe=probe,
                    log_every=log_every_for(config.steps)):
         pass
     if probe is not None:
@@ -82,7 +84,7 @@ def probe_overhead(loop, repeat: int) -> float:
 
 def stored_show_s(scenario, config, store: RunStore) -> float:
     started = time.perf_counter()
-    stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
+    stored = stored_result(store, scenario, config)
     frame = store.frame(stored.run_id)
     scenario.explain(frame, config)
     scenario.figures(frame, config)
@@ -94,6 +96,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scenario", action="append", help="only these scenario ids (repeatable)")
     args = parser.parse_args()
+    configure()  # the threads a worker trains with
     store = RunStore()
     rows = []
     for scenario in all_scenarios():
@@ -108,8 +111,7 @@ def main() -> None:
         else:
             overhead = "n/a"
         result = scenario.run(config)
-        store.save(scenario.id, config.model_dump(mode="json"), scenario.code_version(), result.status,
-                   result.frame, result.summary)
+        save_result(store, scenario, config, result.status, result.frame, result.summary, [], result.duration_s)
         show_s = median_time(lambda: stored_show_s(scenario, config, store), args.repeat)
         rows.append((scenario.id, f"{run_s:.2f}", f"{first_s * 1000:.0f}", overhead, f"{show_s * 1000:.0f}"))
     header = ("scenario", "default run (s)", "first record (ms)", "probe overhead (x)", "stored run shown (ms)")

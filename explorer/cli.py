@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from explorer.exports import write_run
+from explorer.serving import save_result, stored_result
 from explorer.store import RunStore
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import ConfigError, Event, Scenario
@@ -77,11 +78,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = scenario.validate(parse_sets(args.set))
     store = None if args.no_store else RunStore()
     config_json = config.model_dump(mode="json")
-    stored = None if (store is None or args.fresh) else store.lookup(scenario.id, config_json, scenario.code_version())
+    stored = None if store is None else stored_result(store, scenario, config, fresh=args.fresh)
     if stored is not None:
         print(f"served from the run store: run {stored.run_id} (use --fresh to train again)", file=sys.stderr)
         frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
     else:
+        from engines.runtime import configure  # torch loads once the arguments are known to be good
+        configure()
         bar = ProgressBar(scenario.id)
         started = time.perf_counter()
         try:
@@ -95,8 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.close()
         frame, summary, status = result.frame, result.summary, result.status
         events = [vars(e) for e in result.events]
-        run_id = store.save(scenario.id, config_json, scenario.code_version(), status, frame, summary, events,
-                            time.perf_counter() - started) if store else None
+        run_id = save_result(store, scenario, config, status, frame, summary, events,
+                             time.perf_counter() - started) if store else None
     print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
     print(scenario.explain(frame, config).markdown())
     if args.out:

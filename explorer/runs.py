@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from explorer.serving import save_result
 from explorer.store import COMPLETE, RunStore, StoredRun
 from scenarios.base import COLUMNS, Event, Scenario, ScenarioConfig
 
@@ -104,6 +105,8 @@ class RunHandle:
     def _work(self) -> None:
         status, error, summary = "failed", None, {}
         try:
+            from engines.runtime import configure  # torch loads with the first run, not with the page
+            configure()
             result = self.scenario.run(self.config, sink=self)
             status, summary = result.status, result.summary
         except Exception as exc:  # the page shows it; the thread must not die silently
@@ -113,9 +116,8 @@ class RunHandle:
         run_id = None
         if self.store is not None:
             try:
-                run_id = self.store.save(self.scenario.id, self.config.model_dump(mode="json"),
-                                         self.scenario.code_version(), status, self._frame(), summary,
-                                         self._events_copy(), ended - self._started, error)
+                run_id = save_result(self.store, self.scenario, self.config, status, self._frame(), summary,
+                                     self._events_copy(), ended - self._started, error)
             except Exception as exc:
                 error = (error + "; " if error else "") + f"could not save to the run store: {exc}"
         with self._lock:

@@ -4,6 +4,7 @@ import os
 import streamlit as st
 
 from explorer.runs import RunHandle
+from explorer.serving import stored_result
 from explorer.store import DEFAULT_PATH, RunStore
 from scenarios.base import Scenario, ScenarioConfig
 
@@ -24,17 +25,16 @@ def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = F
 
     Pass `store` when calling from outside the script thread (a seed group's worker)."""
     store = store or run_store()
-    if not fresh:
-        stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
-        if stored is not None:
-            return RunHandle.from_stored(scenario, stored, store)
+    stored = stored_result(store, scenario, config, fresh=fresh)
+    if stored is not None:
+        return RunHandle.from_stored(scenario, stored, store)
     return RunHandle.start(scenario, config, store)
 
 
 def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | None:
     """A handle showing the stored complete run of this config, or None when there is none."""
     store = run_store()
-    stored = store.lookup(scenario.id, config.model_dump(mode="json"), scenario.code_version())
+    stored = stored_result(store, scenario, config)
     return None if stored is None else RunHandle.from_stored(scenario, stored, store)
 
 

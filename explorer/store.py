@@ -112,14 +112,16 @@ class RunStore:
 
     def save(self, scenario: str, config: dict[str, Any], code_version: str, status: str,
              frame: pd.DataFrame, summary: dict[str, Any], events: list[dict[str, Any]] = (),
-             duration_s: float = 0.0, error: str | None = None) -> str:
-        """Write one run, all or nothing. Returns its run id."""
+             duration_s: float = 0.0, error: str | None = None, key: dict[str, Any] | None = None) -> str:
+        """Write one run, all or nothing. Returns its run id. `key` is the part of the config the
+        result depends on (the scenario's `key_of`: view fields left out); default the whole config."""
         run_id = uuid.uuid4().hex[:12]
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", (
-                    run_id, scenario, canonical(config), result_key(scenario, config, code_version), code_version,
+                    run_id, scenario, canonical(config), result_key(scenario, config if key is None else key, code_version),
+                    code_version,
                     status, time.time(), duration_s, json.dumps(summary), error))
                 db.executemany("INSERT INTO records VALUES (?,?,?,?,?)",
                                ((run_id, arm, int(step), metric, float(value))
@@ -132,13 +134,13 @@ class RunStore:
                 raise
         return run_id
 
-    def lookup(self, scenario: str, config: dict[str, Any], code_version: str) -> StoredRun | None:
-        """The newest complete run of exactly this config on this code, if any."""
+    def lookup(self, scenario: str, key: dict[str, Any], code_version: str) -> StoredRun | None:
+        """The newest complete run of exactly this key (config without view fields) on this code, if any."""
         with self._connect() as db:
             row = db.execute(
                 f"SELECT * FROM runs WHERE key = ? AND status IN ({','.join('?' * len(COMPLETE))}) "
                 "ORDER BY created_at DESC LIMIT 1",
-                (result_key(scenario, config, code_version), *COMPLETE)).fetchone()
+                (result_key(scenario, key, code_version), *COMPLETE)).fetchone()
         return _stored(row) if row else None
 
     def get(self, run_id: str) -> StoredRun | None:

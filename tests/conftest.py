@@ -14,3 +14,9 @@ def isolated_store(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "runs.sqlite3"
     monkeypatch.setenv("EXPLORER_STORE", str(path))
     return path
+
+
+def pytest_configure(config) -> None:
+    """Train as a worker does: one intra-op thread (engines.runtime), set by whoever trains."""
+    from engines.runtime import configure
+    configure()

@@ -35,7 +35,7 @@ def test_run_writes_config_metrics_summary_and_figures(tmp_path) -> None:
     assert list(metrics.columns) == ["arm", "step", "metric", "value"]
     assert "grad_norm/layer_30" in set(metrics["metric"])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["depth"] == 30
+    assert summary["status"] == "finished" and summary["headline"]
     for name in ("loss", "grad_heatmap", "grad_profile"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert "plotly" in (out / f"{name}.html").read_text()[:200000]
