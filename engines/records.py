@@ -22,6 +22,13 @@ class Diverged:
     message: str
 
 
+@dataclass(frozen=True)
+class Note:
+    """What an arm is waiting for before its first record ("starting 3 rank processes"): shown
+    beside the progress bar, not recorded."""
+    text: str
+
+
 def divergence(step: int, values: Mapping[str, float]) -> Diverged | None:
     """A `Diverged` naming the first non-finite value (the loss first, when it is one), else None."""
     for name, value in sorted(values.items(), key=lambda item: item[0] != "loss"):

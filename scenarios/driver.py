@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from engines.records import Diverged, StepRecord
+from engines.records import Diverged, Note, StepRecord
 
 COLUMNS = ["arm", "step", "metric", "value"]
 PROGRESS_EVERY_S = 0.1  # a sink hears about progress at most this often (and at the end)
@@ -34,10 +34,11 @@ class Sink(Protocol):
     def add(self, rows: list[tuple[str, int, str, float]]) -> None: ...
     def event(self, event: Event) -> None: ...
     def progress(self, fraction: float) -> None: ...
+    def note(self, text: str) -> None: ...  # what the run waits for ("starting 3 rank processes")
     def stop_requested(self) -> bool: ...
 
 
-Item = StepRecord | Diverged | None | tuple[str, StepRecord | Diverged]
+Item = StepRecord | Diverged | Note | None | tuple[str, StepRecord | Diverged]
 
 
 @dataclass
@@ -98,6 +99,11 @@ class Run:
             self._reported = now
             self.sink.progress(min(1.0, max(0.0, fraction)))
 
+    def note(self, text: str) -> None:
+        """Tell the sink what the run is waiting for (not recorded: it is not a result)."""
+        if self.sink is not None and hasattr(self.sink, "note"):
+            self.sink.note(text)
+
     def should_stop(self) -> bool:
         if not self.stopped and self.sink is not None and self.sink.stop_requested():
             self.stopped = True
@@ -138,6 +144,8 @@ class Run:
             name, item = item
         if isinstance(item, StepRecord):
             self.add(name, item.step, item.metrics)
+        elif isinstance(item, Note):
+            self.note(item.text)
         elif isinstance(item, Diverged):
             self.event(Event(name, item.step, "diverged", item.message))
             return name == arm.name
