@@ -5,7 +5,8 @@ by side (one item each in turn) and the phases one after another. Every item an 
 yields is a step (`engines.training.train` yields one per step), so Stop is checked after
 every step of every arm, and progress is computed here, once, from each arm's `steps`
 and `cost`. A diverged arm ends with an event and a `diverged` row; a diverged `needed`
-arm (a teacher, the float model) ends the run.
+arm (a teacher, the float model) ends the run. A `Note` item tells the sink what the run
+waits for ("starting 3 rank processes") without recording anything.
 """
 import time
 from collections.abc import Iterator, Mapping
