@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios._vanishing_figures import gradient_claims, heatmap_figure
+from scenarios._vanishing_figures import first_over_last, gradient_claims, heatmap_figure, per_layer_factor
 from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.plotting import arm_colors, curves_figure, profile_figure
@@ -26,6 +26,7 @@ from scenarios.records import Records
 
 N_FEATURES, N_CLASSES, BATCH = 32, 2, 256
 CHANCE = math.log(N_CLASSES)
+KINDS = {"weight": "grad_norm", "backprop": "out_grad"}  # summary key -> per-layer metric
 
 Activation = Literal["sigmoid", "tanh", "relu", "gelu"]
 Init = Literal["pytorch-default", "xavier", "he", "orthogonal"]
@@ -140,8 +141,11 @@ class VanishingGradients(Scenario):
                     for i, arm in enumerate(names)}
         profile = records.profile(names[0], "grad_norm")
         headline["layer 1 / last grad (step 0)"] = float(profile[0] / profile[-1]) if len(profile) > 1 and profile[-1] else None
-        return {"headline": headline, "arms": {arm: {"final_loss": records.last(arm, "loss"),
-                                                     "diverged_at": records.diverged_at(arm)} for arm in names}}
+        arms = {arm: {"final_loss": records.last(arm, "loss"), "diverged_at": records.diverged_at(arm),
+                      **{f"{kind}_{name}": fn(prefix, arm)(records) for kind, prefix in KINDS.items()
+                         for name, fn in (("factor", per_layer_factor), ("first_over_last", first_over_last))}}
+                for arm in names}
+        return {"headline": headline, "arms": arms}
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records = Records(frame)
