@@ -115,14 +115,15 @@ def spread_points(arms: list[str], last_step: int) -> Callable[[Records], float 
 def verdict(records: Records, distilled: list[str], last_step: int, transfer_size: int) -> Sentence:
     """The takeaway: how many temperatures beat hard labels, and the best of them."""
     beat = count_above(distilled, HARD, last_step)(records)
-    lead = ("Distillation beats hard labels here" if beat == len(distilled) else
-            "No temperature beats hard labels here" if beat == 0 else "Some temperatures beat hard labels here")
+    lead = ("distillation beats hard labels" if beat == len(distilled) else
+            "no temperature beats hard labels" if beat == 0 else "some temperatures beat hard labels")
     best = max(distilled, key=lambda arm: final_accuracy(records, arm, last_step))
     value = final_accuracy(records, best, last_step)
-    return say(lead + ": {} end above the hard-label student's {} from {} transfer examples; the best, {}, at {}",
+    return say(f"From {transfer_size} transfer examples, {lead}: {{}} end above the "
+               "hard-label student's {} test accuracy; the best, {}, at {}",
                Computed(f"{{}} of {len(distilled)} distilled students", beat, count_above(distilled, HARD, last_step),
                         shown=f"{beat:.0f}"),
-               accuracy_claim(records, HARD, last_step), transfer_size, best,
+               accuracy_claim(records, HARD, last_step), best,
                Computed("{}", value, highest(best, distilled, last_step), shown=percent(value)))
 
 

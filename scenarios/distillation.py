@@ -10,9 +10,8 @@ logits, which for large T shrinks as 1/T² (Hinton et al. 2015). Multiplied by T
 term keeps its weight against the hard-label term at any T; without T², at large T, the
 hard labels take over again.
 
-Look at: student accuracy against T beside the hard-label line; one test example's soft
-targets flattening as T grows; the soft-loss gradient at initialization, flat in T with T²,
-falling as 1/T² without it.
+Look at: accuracy against T beside the hard-label line; soft targets flattening as T grows;
+the soft-loss gradient at initialization, flat in T with T², falling as 1/T² without it.
 """
 import functools
 from typing import Literal
@@ -47,8 +46,7 @@ class Config(ScenarioConfig):
     lr: float = Field(0.2, ge=1e-3, le=1.0, json_schema_extra={"scale": "log"}, description="Student learning rate.")
     teacher_width: int = Field(128, ge=16, le=512, description="Units in each of the teacher's two hidden layers.")
     teacher_steps: int = Field(300, ge=10, le=3000, description="Teacher Adam steps, a fresh batch of 256 each.")
-    noise_std: float = Field(0.7, ge=0.1, le=2.0,
-                             description="Std of each Gaussian blob around its centre: how much the classes overlap.")
+    noise_std: float = Field(0.7, ge=0.1, le=2.0, description="Std of each Gaussian blob: how much the classes overlap.")
     example: int = view_field(0, ge=0, le=EXAMPLES - 1, description="Which test example's soft targets to draw.")
 
 
@@ -104,7 +102,9 @@ class Distillation(Scenario):
                                            how="students taught by the teacher's outputs against the hard-label student"),
         "Soft targets": shown_by("soft_targets", look.SOFT_PREFIX, arm="T=", how="the teacher's full probability vector"),
         "Temperature": shown_by("soft_targets", look.SOFT_PREFIX, arm="T=", how="the same logits flatten as T grows"),
+        "Softmax": shown_by("soft_targets", look.SOFT_PREFIX, arm="T=", how="softmax(v/T): positive, summing to 1"),
         "KL divergence": shown_by("kl", "kl", arm="T=", how="KL(p ‖ q) between soft targets and student, step by step"),
+        "Cross-entropy": shown_by("test_loss", "test_loss", how="each student's cross-entropy on the true test labels"),
     }
     formula = (r"\begin{aligned}L &= \alpha\,T^2\,\mathrm{KL}\big(\mathrm{softmax}(v/T)\,\|\,\mathrm{softmax}(z/T)\big)"
                r" + (1-\alpha)\,\mathrm{CE}(y, z)\\"
