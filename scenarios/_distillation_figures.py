@@ -196,6 +196,12 @@ def accuracy_figure(records: Records, temperatures: list[float], colors: dict[st
     return fig.update_xaxes(type="log", tickvals=temperatures)
 
 
+def as_percent(fig: go.Figure) -> go.Figure:
+    """A curve of fractions read as percentages: on the axis and in the hover."""
+    fig.for_each_trace(lambda t: t.update(hovertemplate=t.hovertemplate.replace("%{y:.4g}", "%{y:.1%}")))
+    return fig.update_yaxes(tickformat=".0%")
+
+
 def soft_targets_figure(records: Records, temperatures: list[float], colors: dict[str, str], example: int,
                         n_classes: int) -> go.Figure:
     fig = go.Figure()

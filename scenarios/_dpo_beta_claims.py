@@ -134,7 +134,7 @@ def both_go_down(records: Records, done: dict[str, list[tuple[float, str]]],
 
 def explanation(records: Records, levels: list[str], betas: list[float], last: dict[str, int]) -> Explanation:
     done = {level: finished(records, level, betas, last[level]) for level in levels}
-    diverged = [say("{} {}", arm, DivergedAt(arm, step)) for level in levels for arm in
+    diverged = [say("{} {}.", arm, DivergedAt(arm, step)) for level in levels for arm in
                 (arm_of(level, b) for b in betas) if (step := records.diverged_at(arm)) is not None]
     trades = [trade(records, level, arms, last[level]) for level, arms in done.items() if arms]
     if not trades and not diverged:

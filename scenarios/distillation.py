@@ -144,7 +144,7 @@ class Distillation(Scenario):
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records, last, temperatures = Records(frame), config.student_steps - 1, temperatures_of(config)
         teacher = look.recorded(records, TEACHER, "teacher/test_accuracy", shown=percent)
-        details = [say("{} {}", arm, DivergedAt(arm, step)) for arm in [TEACHER, *arm_names(config)]
+        details = [say("{} {}.", arm, DivergedAt(arm, step)) for arm in [TEACHER, *arm_names(config)]
                    if (step := records.diverged_at(arm)) is not None]
         if teacher is not None:
             details.append(say(f"The teacher ends at {{}} test accuracy on {TEST_SIZE} held-out examples.", teacher))
@@ -173,8 +173,8 @@ class Distillation(Scenario):
             "loss": curves("loss", title="Objective on the transfer set (what each arm minimises)"),
             "test_loss": curves("test_loss", title="Test cross-entropy against the true labels"),
             "kl": curves("kl", arms=students[1:], title="Soft term: KL(softmax(v/T) ‖ softmax(z/T)) on the transfer set"),
-            "test_accuracy": curves("test_accuracy", title="Student test accuracy during training",
-                                    y_title="test accuracy").update_yaxes(tickformat=".0%"),
+            "test_accuracy": look.as_percent(curves("test_accuracy", title="Student test accuracy during training",
+                                                    y_title="test accuracy")),
             "soft_targets": look.soft_targets_figure(records, temperatures, colors, config.example, N_CLASSES),
             "soft_grad_norm": look.grad_figure(records, temperatures, colors),
         }
