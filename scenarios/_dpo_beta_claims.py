@@ -57,7 +57,7 @@ def trade(records: Records, level: str, done: list[tuple[float, str]], last: int
     steps, arms = len(done) - 1, [arm for _, arm in done]
     count = trade_count(arms, last)(records)
     span = f"{steps} step{'s' if steps > 1 else ''} down the sweep"
-    text = ("smaller β, more reward and more KL" + (f" at each of the {{}} steps down the sweep" if steps > 1 else "")
+    text = ("smaller β, more reward and more KL" + (" at each of the {} steps down the sweep" if steps > 1 else "")
             if count == steps else "reward and KL both rose at {} of " + span)
     return say(f"{level.capitalize()}: {{}} — {words}",
                Computed(text, count, trade_count(arms, last), shown=f"{count:.0f}"), *points)
