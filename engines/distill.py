@@ -13,6 +13,7 @@ on the same scale as the hard-label term whatever T is — the T² toggle.
 The task is a Gaussian mixture whose classes overlap, so the teacher's probabilities carry
 what hard labels cannot: how close each point lies to the other classes.
 """
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engines.models import DeepMLP
-from engines.training import Diverged, StepRecord, accuracy, train
+from engines.training import Diverged, StepRecord, accuracy, supervised, train
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -102,10 +103,11 @@ def mlp(n_features: int, width: int, depth: int, n_classes: int, seed: int) -> n
 
 
 def train_teacher(teacher: nn.Module, task: MixtureTask, steps: int, batch_size: int, lr: float, seed: int,
-                  log_every: int) -> Iterator[StepRecord | Diverged]:
+                  log_every: int) -> Iterator[StepRecord | Diverged | None]:
     """Plenty of data: a fresh batch every step, from the task's own stream."""
     optimizer = torch.optim.Adam(teacher.parameters(), lr=lr)
-    yield from train(teacher, optimizer, task.batches(batch_size, seed), F.cross_entropy, steps, log_every=log_every)
+    yield from train(teacher, optimizer, task.batches(batch_size, seed), supervised(teacher, F.cross_entropy), steps,
+                     log_every=log_every)
 
 
 @torch.no_grad()
@@ -118,46 +120,45 @@ def labelled_split(teacher: nn.Module, task: MixtureTask, n: int, seed: int) -> 
 
 def grad_norm(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
     """‖∂loss/∂θ‖ over all parameters, without touching their .grad."""
-    grads = torch.autograd.grad(loss, params, retain_graph=True)
+    grads = torch.autograd.grad(loss, params)
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
 
 
 def train_student(student: nn.Module, transfer: Split, test: Split, temperature: float | None, alpha: float,
-                  t_squared: bool, lr: float, steps: int, log_every: int) -> Iterator[StepRecord | Diverged]:
+                  t_squared: bool, lr: float, steps: int, log_every: int) -> Iterator[StepRecord | Diverged | None]:
     """Full-batch SGD (momentum 0.9) on the transfer set; test metrics against the true labels.
 
     Plain SGD, not Adam: Adam divides out a gradient's scale, which would hide what the T²
-    factor is for. On logged steps the soft term's own gradient norm is measured, with and
-    without T² (the two differ by exactly T², computed once).
+    factor is for. On logged steps, before the update, the soft term's own gradient norm is
+    measured with and without T² (the two differ by exactly T², computed once) and the
+    student is scored on the test set.
     """
     params = list(student.parameters())
-    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
-    for step in range(steps):
-        student.train()
-        logits = student(transfer.x)  # (transfer, classes)
-        objective, soft, hard = distill_objective(logits, transfer.labels, transfer.teacher_logits,
-                                                  temperature, alpha, t_squared)
-        logging = step % log_every == 0 or step == steps - 1
-        metrics: dict[str, torch.Tensor] = {}
-        if logging and temperature is not None:
+
+    def objective(batch: Split, logging: bool):
+        logits = student(batch.x)  # (transfer, classes)
+        loss, soft, hard = distill_objective(logits, batch.labels, batch.teacher_logits, temperature, alpha, t_squared)
+        if not logging:
+            return loss
+        metrics = {"soft_loss": soft.detach(), "hard_loss": hard.detach(),
+                   "train_accuracy": accuracy(logits.detach(), batch.labels)["accuracy"]}
+        if temperature is not None:  # KL(p ‖ q) itself, in nats: the soft loss without its T²
+            metrics["kl"] = (soft / temperature**2 if t_squared else soft).detach()
+        return loss, metrics
+
+    def on_log(step: int) -> dict[str, torch.Tensor]:
+        measured: dict[str, torch.Tensor] = {}
+        if temperature is not None:  # the soft term alone, at the weights this step's forward used
+            soft = soft_loss(student(transfer.x), transfer.teacher_logits, temperature, t_squared)
             raw = grad_norm(soft / temperature**2 if t_squared else soft, params)
-            metrics = {"grad_norm/soft_with_t2": raw * temperature**2, "grad_norm/soft_without_t2": raw}
-        optimizer.zero_grad(set_to_none=True)
-        objective.backward()
-        if not torch.isfinite(objective):
-            yield Diverged(step, f"diverged at step {step}: loss is {objective.item()}")
-            return
-        if logging:
-            with torch.no_grad():
-                student.eval()
-                test_logits = student(test.x)  # (test, classes)
-                metrics.update(loss=objective.detach(), soft_loss=soft.detach(), hard_loss=hard.detach(),
-                               train_accuracy=accuracy(logits.detach(), transfer.labels)["accuracy"],
-                               test_loss=F.cross_entropy(test_logits, test.labels),
-                               test_accuracy=accuracy(test_logits, test.labels)["accuracy"])
-            names = list(metrics)
-            values = torch.stack([metrics[n].double() for n in names]).tolist()  # one sync per logged step
-            optimizer.step()
-            yield StepRecord(step, dict(zip(names, values)))
-        else:
-            optimizer.step()
+            measured = {"grad_norm/soft_with_t2": raw * temperature**2, "grad_norm/soft_without_t2": raw}
+        with torch.no_grad():
+            student.eval()
+            test_logits = student(test.x)  # (test, classes)
+            student.train()
+        return {**measured, "test_loss": F.cross_entropy(test_logits, test.labels),
+                "test_accuracy": accuracy(test_logits, test.labels)["accuracy"]}
+
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
+    yield from train(student, optimizer, itertools.repeat(transfer), objective, steps, log_every=log_every,
+                     on_log=on_log)

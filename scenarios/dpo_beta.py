@@ -20,21 +20,24 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from engines import dpo
-from engines.training import Diverged, log_every_for
-from scenarios._dpo_beta_figures import (LOG2, frontier_figure, logps_figure, loss_figure, margins_figure,
-                                        policy_figure)
-from scenarios.base import Event, Run, Scenario, ScenarioConfig
-from scenarios.plotting import arm_colors, metric_series
+from scenarios import _dpo_beta_figures as look
+from scenarios._dpo_beta_claims import explanation, finished
+from scenarios._dpo_beta_figures import LOG2, arm_of, beta_label, optimum_arm
+from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from scenarios.explanation import Explanation
+from scenarios.plotting import arm_colors, curves_figure
+from scenarios.records import Records
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curve
 SEQUENCE_COST = 4  # one LM step costs about four tabular steps (weights the progress bar)
+LEVELS = ("tabular", "sequence")
+Sweep = Literal["0.05,0.1,0.5,1,5", "0.01,0.1,1,10", "0.1,1", "0.02,0.05,0.1,0.2,0.5,1,2,5"]
 
 
 class Config(ScenarioConfig):
     level: Literal["both", "tabular", "sequence"] = Field(
         "both", description="Which level runs: the tabular policy over K responses, the tiny LM, or both.")
-    betas: Literal["0.05,0.1,0.5,1,5", "0.01,0.1,1,10", "0.1,1", "0.02,0.05,0.1,0.2,0.5,1,2,5"] = Field(
+    betas: Sweep = Field(
         "0.05,0.1,0.5,1,5", description="β sweep, one arm per β. Rewards lie in [0, 1], so near β = 1 KL and reward trade evenly.")
     labels: Literal["soft", "hard"] = Field(
         "soft", description="soft: each pair carries its Bradley–Terry probability σ(r_w − r_l); "
@@ -55,24 +58,47 @@ def betas_of(config: Config) -> list[float]:
 
 
 def levels_of(config: Config) -> list[str]:
-    return ["tabular", "sequence"] if config.level == "both" else [config.level]
+    return list(LEVELS) if config.level == "both" else [config.level]
 
 
-def level_of(config: Config, level: str) -> dpo.Level:
+def steps_of(config: Config, level: str) -> int:
+    return config.tabular_steps if level == "tabular" else config.sequence_steps
+
+
+def optimum_arm_records(config: Config, level: str, built: dict):
+    """The level's β-independent parts, built once (kept for its β arms), then π*'s records."""
+    from engines import dpo
+    from engines.training import log_every_for
     common = dict(labels=config.labels, noise=config.label_noise, pairs=config.pairs, seed=config.seed)
     if level == "tabular":
-        return dpo.tabular_level(config.responses, steps=config.tabular_steps, lr=config.tabular_lr,
-                                 log_every=log_every_for(config.tabular_steps), **common)
-    return dpo.sequence_level(steps=config.sequence_steps, lr=config.sequence_lr,  # each log enumerates every sequence
-                              log_every=log_every_for(config.sequence_steps, max_points=25), **common)
+        built["level"] = dpo.tabular_level(config.responses, steps=config.tabular_steps, lr=config.tabular_lr,
+                                           log_every=log_every_for(config.tabular_steps), **common)
+    else:  # each log enumerates every sequence: fewer points
+        built["level"] = dpo.sequence_level(steps=config.sequence_steps, lr=config.sequence_lr,
+                                            log_every=log_every_for(config.sequence_steps, max_points=25), **common)
+    yield from built["level"].optimum_records(FRONTIER_BETAS)
+
+
+def beta_arm_records(built: dict, beta: float):
+    yield from built["level"].records(beta)
 
 
 class DpoBeta(Scenario):
     id = "dpo-beta"
     title = "DPO β"
     order = 70
+    topic = "Alignment"
     question = "How does β trade reward against drift from the reference policy in DPO?"
-    terms = ("DPO", "Beta (β), in DPO", "Bradley-Terry model", "KL divergence", "RLHF", "Reward model")
+    terms = {
+        "DPO": shown_by("loss", "loss", "rewards/margins", arm="β=",
+                        how="the pairwise loss falls from log 2 as the implicit-reward margin grows"),
+        "Beta (β), in DPO": shown_by("frontier_tabular", "kl", "true_reward", arm="tabular β=",
+                                     how="one arm per β: where each lands between π_ref (KL 0) and π*"),
+        "Bradley-Terry model": shown_by("margins_tabular", "rewards/margins", "pairs/true_margin", arm="tabular",
+                                        how="with soft σ(r_w − r_l) labels the margin settles on the true reward gap"),
+        "KL divergence": shown_by("frontier_tabular", "kl", "frontier/kl", arm="tabular",
+                                  how="the exact KL(π‖π_ref) on the frontier's x axis"),
+    }
     formula = (r"\begin{aligned}\mathcal{L} &= -\log\sigma\Big(\beta\Big[\log\tfrac{\pi(y_w)}{\pi_{\mathrm{ref}}(y_w)}"
                r" - \log\tfrac{\pi(y_l)}{\pi_{\mathrm{ref}}(y_l)}\Big]\Big)\\"
                r"\pi^*(y) &\propto \pi_{\mathrm{ref}}(y)\,e^{r(y)/\beta}\qquad \mathcal{L}(\pi_{\mathrm{ref}}) = \log 2"
@@ -87,140 +113,63 @@ class DpoBeta(Scenario):
         "tabular only, to convergence": {"level": "tabular", "tabular_steps": 1000},
     }
 
-    def execute(self, config: Config, run: Run) -> None:
-        betas, levels = betas_of(config), levels_of(config)
-        cost = {"tabular": 1, "sequence": SEQUENCE_COST}
-        total = len(betas) * (cost["tabular"] * config.tabular_steps * ("tabular" in levels)
-                              + cost["sequence"] * config.sequence_steps * ("sequence" in levels))
-        done = 0
-        for name in levels:
-            level = level_of(config, name)
-            _, ref_reward = dpo.policy_stats(level.ref_logps, level.ref_logps, level.rewards)
-            task = {"reference/true_reward": ref_reward, "pairs/true_margin": level.true_margin}
-            if level.ref_logps.dim() == 1:  # one prompt: the responses themselves, for the learned-vs-π* plot
-                task.update({f"reference/response_{k:02d}": p for k, p in enumerate(level.ref_logps.exp().tolist())})
-                task.update({f"true_reward/response_{k:02d}": r for k, r in enumerate(level.rewards.tolist())})
-            run.add(f"{name} π*", 0, task)
-            for index, (beta, kl, reward) in enumerate(dpo.frontier(level.ref_logps, level.rewards, FRONTIER_BETAS)):
-                run.add(f"{name} π*", index, {"frontier/beta": beta, "frontier/kl": kl, "frontier/true_reward": reward})
-            for beta in betas:  # one arm after another; each record is shown as soon as it exists
-                arm, extra, generator = f"{name} β={beta:g}", level.optimum(beta), level.arm(beta)
-                for record in generator:
-                    if isinstance(record, Diverged):
-                        run.event(Event(arm, record.step, "diverged", record.message))
-                        break
-                    metrics = record.metrics if record.step == level.steps - 1 else {  # the policy's dots: last step only
-                        key: v for key, v in record.metrics.items() if not key.startswith("policy/")}
-                    run.add(arm, record.step, {**metrics, **extra})
-                    extra = {}
-                    run.progress((done + cost[name] * (record.step + 1)) / total)
-                    if run.should_stop():
-                        generator.close()
-                        return
-                done += cost[name] * level.steps
+    def phases(self, config: Config) -> list[list[Arm]]:
+        phases = []
+        for level in levels_of(config):  # π* first (it builds the level), then one β arm after another
+            built: dict = {}
+            cost = 1 if level == "tabular" else SEQUENCE_COST
+            phases += in_turn(Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
+                                  cost=0.1, needed=True),
+                              *(Arm(arm_of(level, b), beta_arm_records(built, b), steps_of(config, level), cost)
+                                for b in betas_of(config)))
+        return phases
+
+    def arm_universe(self) -> list[str]:
+        betas = dict.fromkeys(float(b) for sweep in Sweep.__args__ for b in sweep.split(","))
+        return [arm_of(level, b) for b in betas for level in LEVELS] + [optimum_arm(level) for level in LEVELS]
+
+    def beta_colors(self, betas: list[float]) -> dict[str, str]:
+        """One colour per β, the same in both levels: the β labels in the arm universe's order."""
+        universe = list(dict.fromkeys(arm.split(" ", 1)[1] for arm in self.arm_universe() if "β=" in arm))
+        return arm_colors([beta_label(b) for b in betas], universe)
 
     # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
-        arms: dict[str, dict] = {}
-        for arm, rows in frame[frame["arm"].str.match(r"^\w+ β=[\d.e+-]+$")].groupby("arm", sort=False):
-            last = rows[rows["step"] == rows["step"].max()].set_index("metric")["value"]
-            first = rows[rows["step"] == rows["step"].min()].set_index("metric")["value"]
-            value = lambda series, key: float(series[key]) if key in series else None  # noqa: E731
-            losses = rows[rows["metric"] == "loss"]["value"]
-            arms[arm] = {"level": arm.split(" ")[0], "beta": float(arm.split("=")[1]), "last_step": int(rows["step"].max()),
-                         "max_loss": float(losses.max()) if len(losses) else None,
-                         **{key: value(last, metric) for key, metric in [
-                             ("kl", "kl"), ("true_reward", "true_reward"), ("tv_to_optimum", "tv_to_optimum"),
-                             ("accuracy", "rewards/accuracies"), ("margin", "rewards/margins"), ("loss", "loss"),
-                             ("chosen_logp", "dataset/logps_chosen"), ("rejected_logp", "dataset/logps_rejected"),
-                             ("policy_mass", "dataset/policy_mass"), ("diverged", "diverged")]},
-                         **{key: value(first, metric) for key, metric in [
-                             ("first_loss", "loss"), ("optimum_kl", "optimum/kl"), ("optimum_true_reward", "optimum/true_reward"),
-                             ("first_chosen_logp", "dataset/logps_chosen"), ("first_rejected_logp", "dataset/logps_rejected"),
-                             ("first_policy_mass", "dataset/policy_mass")]}}
-        levels = {}
+        records, arms, levels = Records(frame), {}, {}
         for level in levels_of(config):
-            done = sorted((a for a in arms.values() if a["level"] == level and a["kl"] is not None), key=lambda a: a["beta"])
-            task = frame[frame["arm"] == f"{level} π*"]
-            ref, gap = (metric_series(task, m)["value"] for m in ("reference/true_reward", "pairs/true_margin"))
-            levels[level] = {"reference_true_reward": float(ref.iloc[0]) if len(ref) else None,
-                             "true_margin": float(gap.iloc[0]) if len(gap) else None,
+            last = steps_of(config, level) - 1
+            done = finished(records, level, betas_of(config), last)
+            for beta in betas_of(config):
+                if records.has("loss", arm := arm_of(level, beta)):
+                    arms[arm] = {"level": level, "beta": beta, **look.arm_summary(records, arm)}
+            ends = [(records.at(arm, "true_reward", last), records.at(arm, "kl", last)) for _, arm in done]
+            levels[level] = {"reference_true_reward": records.first(optimum_arm(level), "reference/true_reward"),
+                             "true_margin": records.first(optimum_arm(level), "pairs/true_margin"),
                              "smaller_beta_more_reward_and_kl": len(done) > 1 and all(
-                                 a["true_reward"] >= b["true_reward"] and a["kl"] >= b["kl"] for a, b in zip(done, done[1:]))}
-        return {"arms": arms, "levels": levels, "labels": config.labels, "label_noise": config.label_noise}
+                                 a[0] >= b[0] and a[1] >= b[1] for a, b in zip(ends, ends[1:]))}
+        smallest = {level: arm_of(level, min(betas_of(config))) for level in LEVELS}
+        headline = {f"{level} {name} at the smallest β": arms.get(smallest[level], {}).get(key)
+                    for level in LEVELS for name, key in (("E[r]", "true_reward"), ("KL", "kl"))}
+        return {"headline": headline, "arms": arms, "levels": levels, "labels": config.labels,
+                "label_noise": config.label_noise}
 
-    def explain(self, summary: dict, config: Config) -> str:
-        lines = [explain_level(level, info, sorted((a for a in summary["arms"].values() if a["level"] == level
-                                                    and a["kl"] is not None), key=lambda a: a["beta"]), summary)
-                 for level, info in summary["levels"].items()]
-        firsts = [a["first_loss"] for a in summary["arms"].values() if a["first_loss"] is not None]
-        if firsts:
-            lines.append(f"- Every arm started at loss {firsts[0]:.4f}"
-                         + (" = log 2 exactly (π = π_ref)." if all(x == LOG2 for x in firsts) else "."))
-        return "\n".join(line for line in lines if line) or "Run to see where each β lands between π_ref and π*."
+    def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
+        lasts = {level: steps_of(config, level) - 1 for level in levels_of(config)}
+        return explanation(Records(frame), levels_of(config), betas_of(config), lasts)
 
     # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
-        colors = arm_colors([f"β={b:g}" for b in betas_of(config)])
-        wide = {str(arm): rows.set_index(["step", "metric"])["value"].unstack().sort_index()  # step × metric
-                for arm, rows in frame.groupby("arm", sort=False)}
-        levels = levels_of(config)
-        figures = {f"frontier_{level}": frontier_figure(wide, level, colors) for level in levels}
+        records, levels, betas = Records(frame), levels_of(config), betas_of(config)
+        colors = self.beta_colors(betas)
+        figures = {f"frontier_{level}": look.frontier_figure(records, level, betas, colors) for level in levels}
         if "tabular" in levels:
-            figures["policy_vs_optimum"] = policy_figure(wide, colors)
+            figures["policy_vs_optimum"] = look.policy_figure(records, betas, colors)
         for level in levels:
-            figures[f"logps_{level}"] = logps_figure(wide, level, colors)
-            figures[f"margins_{level}"] = margins_figure(wide, level, colors)
-        figures["loss"] = loss_figure(wide, levels, colors)
+            figures[f"logps_{level}"] = look.logps_figure(records, level, betas, colors)
+            figures[f"margins_{level}"] = look.margins_figure(records, level, betas, colors, steps_of(config, level) - 1)
+        arms = [arm_of(level, b) for level in levels for b in betas]
+        loss = curves_figure(records, {arm_of(level, b): colors[beta_label(b)] for level in levels for b in betas},
+                             "loss", arms=arms, chance=LOG2, chance_label="log 2 (π = π_ref)", y_title="loss (nats)",
+                             title="DPO loss" + (" (tabular solid, sequence dotted)" if len(levels) > 1 else ""))
+        figures["loss"] = loss.for_each_trace(lambda t: t.update(line_dash="dot") if t.name.startswith("sequence") else None)
         return figures
-
-
-def explain_level(level: str, info: dict, arms: list[dict], summary: dict) -> str:
-    """One level's result: the sweep's ends against π*, then the margins, the loss and the log-probabilities."""
-    if not arms:
-        return ""
-    ends = [arms[0]] + ([arms[-1]] if len(arms) > 1 else [])
-    head = f"- **{level.capitalize()}**: " + "; ".join(
-        f"β={a['beta']:g} reached E[r] {a['true_reward']:.3f} at KL {a['kl']:.3g} nats "
-        f"(π*: {a['optimum_true_reward']:.3f} at {a['optimum_kl']:.3g})" for a in ends)
-    head += f"; π_ref's E[r] is {info['reference_true_reward']:.3f}."
-    optimum = ["Every smaller β bought more reward with more KL."] if info["smaller_beta_more_reward_and_kl"] else []
-    tvs = [a["tv_to_optimum"] for a in arms if a["tv_to_optimum"] is not None]
-    if tvs:
-        optimum.append(f"The learned policy is within total variation {max(tvs):.1e} of π* ∝ π_ref·exp(r/β) at every β."
-                       if max(tvs) < 1e-3 else f"Its total-variation distance to π* ranges {min(tvs):.2g}–{max(tvs):.2g}.")
-    if summary["label_noise"] > 0:
-        optimum.append(f"With {summary['label_noise']:.0%} of labels flipped the preferences look weaker, so π tilts less than π*.")
-    if summary["labels"] == "hard" and arms[0]["true_reward"] < arms[0]["optimum_true_reward"] - 0.02:
-        optimum.append("Hard labels are noisy here (a pair's true preference is at most σ(1) = 0.73), and DPO keeps "
-                       "widening margins on them: the policy drifts without earning π*'s reward.")
-    points = [" ".join(optimum)] if optimum else []
-    margins = [a["margin"] for a in arms if a["margin"] is not None]
-    if margins and info["true_margin"] is not None:
-        gap = info["true_margin"]
-        low, high = f"{min(margins):.3f}", f"{max(margins):.3f}"
-        point = (f"The implicit-reward margin ended at {low if low == high else f'{low}–{high}'} across β; "
-                 f"the pairs' true reward gap r_w − r_l is {gap:.3f}")
-        if all(abs(m - gap) < 0.05 * abs(gap) for m in margins):
-            point += ": β·log(π/π_ref) learned the reward gap itself, whatever β — β only sets how far π moves to express it."
-        elif summary["label_noise"] > 0 and max(margins) < gap:
-            point += ": flipped labels shrink the learned margin."
-        elif summary["labels"] == "hard" and min(margins) > gap:
-            point += ": hard labels push the margin past the true gap."
-        points.append(point + ("" if point.endswith(".") else "."))
-    spikes = [a for a in arms if a["max_loss"] is not None and a["max_loss"] > LOG2 + 0.05]
-    if spikes:
-        a = max(spikes, key=lambda a: a["max_loss"])
-        points.append(f"At β={a['beta']:g} the loss first overshot to {a['max_loss']:.2f}: Adam moves each weight by about "
-                      "the learning rate whatever β is, and β multiplies the change in log-ratio.")
-    both = [a for a in arms if a["chosen_logp"] is not None and a["chosen_logp"] < a["first_chosen_logp"] - 0.05
-            and a["rejected_logp"] < a["first_rejected_logp"] - 0.05]
-    if both:
-        a, betas = both[0], ", ".join(f"{b['beta']:g}" for b in both)
-        points.append(f"Both go down at β={betas}: at β={a['beta']:g} the mean log π of chosen fell "
-                      f"{a['first_chosen_logp']:.2f} → {a['chosen_logp']:.2f} nats and of rejected {a['first_rejected_logp']:.2f} → "
-                      f"{a['rejected_logp']:.2f}. The margin grew; the mass went " + (
-                          f"to completions no pair shows (π keeps {a['policy_mass']:.0%} of its mass on the dataset's "
-                          f"completions, π_ref {a['first_policy_mass']:.0%})." if a["policy_mass"] is not None else
-                          "to the best few responses: most chosen responses merely beat a worse partner."))
-    return "\n".join([head] + [f"  - {point}" for point in points])

@@ -17,12 +17,19 @@ class Records:
         self.frame = frame
 
     @cached_property
-    def _groups(self) -> dict[tuple[str, str], pd.Series]:
+    def _groups(self) -> dict[tuple[str, str], np.ndarray]:
+        """(arm, metric) -> row positions in step order, first-recorded group first. Series are
+        built only when asked for: a frame may hold thousands of metrics (one per class per example)."""
         if self.frame.empty:
             return {}
         ordered = self.frame.sort_values("step", kind="stable")
-        return {(str(arm), str(metric)): pd.Series(rows["value"].to_numpy(float), index=rows["step"].to_numpy(int))
-                for (arm, metric), rows in ordered.groupby(["arm", "metric"], sort=False)}
+        self._steps, self._values = ordered["step"].to_numpy(int), ordered["value"].to_numpy(float)
+        positions = ordered.groupby(["arm", "metric"], sort=False).indices
+        return {(str(arm), str(metric)): rows for (arm, metric), rows in sorted(positions.items(), key=lambda kv: kv[1][0])}
+
+    @cached_property
+    def _series(self) -> dict[tuple[str, str], pd.Series]:
+        return {}
 
     # --- what is there ------------------------------------------------------------------
     def arms(self) -> list[str]:
@@ -42,7 +49,12 @@ class Records:
     # --- one metric of one arm ---------------------------------------------------------------
     def series(self, arm: str, metric: str) -> pd.Series:
         """value indexed by step, in step order (empty when never recorded)."""
-        return self._groups.get((arm, metric), pd.Series([], dtype=float, index=pd.Index([], dtype=int)))
+        key = (arm, metric)
+        if key not in self._series:
+            rows = self._groups.get(key)
+            self._series[key] = (pd.Series(self._values[rows], index=self._steps[rows]) if rows is not None else
+                                 pd.Series([], dtype=float, index=pd.Index([], dtype=int)))
+        return self._series[key]
 
     def values(self, arm: str, metric: str) -> np.ndarray:
         return self.series(arm, metric).to_numpy()

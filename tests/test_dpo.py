@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engines import dpo
+from engines import dpo, dpo_tasks
 from scenarios import get_scenario
 
 SCENARIO = get_scenario("dpo-beta")
@@ -42,14 +42,14 @@ def hand_sequence_logp(logits: list[list[float]], tokens: list[int]) -> float:
 def test_loss_equals_the_formula_with_summed_completion_logps() -> None:
     """−log σ(β[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) − log π_ref(y_l))]), log-probs summed over
     completion tokens, computed by hand with floats for four pairs."""
-    task, beta = dpo.EchoTask(vocab=4, length=5), 0.3
-    reference = dpo.frozen_copy(dpo.TinyLM(task.vocab, 32, task.length, seed=0))
-    policy = dpo.TinyLM(task.vocab, 32, task.length, seed=1)  # a different policy: non-zero rewards
+    task, beta = dpo_tasks.EchoTask(vocab=4, length=5), 0.3
+    reference = dpo_tasks.frozen_copy(dpo_tasks.TinyLM(task.vocab, 32, task.length, seed=0))
+    policy = dpo_tasks.TinyLM(task.vocab, 32, task.length, seed=1)  # a different policy: non-zero rewards
     tokens = task.sequences()[torch.tensor([5, 900, 1500, 2222, 3001, 4095, 17, 2048])]  # (8, 6): 4 chosen, 4 rejected
     mask = task.completion_mask()
     with torch.no_grad():
-        logps = dpo.sequence_logps(policy(tokens).double(), tokens, mask)
-        ref_logps = dpo.sequence_logps(reference(tokens).double(), tokens, mask)
+        logps = dpo_tasks.sequence_logps(policy(tokens).double(), tokens, mask)
+        ref_logps = dpo_tasks.sequence_logps(reference(tokens).double(), tokens, mask)
         losses, chosen_rewards, rejected_rewards = dpo.dpo_loss(logps[:4], logps[4:], ref_logps[:4], ref_logps[4:], beta)
         policy_logits, ref_logits = policy(tokens).double().tolist(), reference(tokens).double().tolist()
     for i in range(4):
@@ -79,7 +79,7 @@ def test_soft_label_is_trl_label_smoothing() -> None:
 
 def test_enumerated_completions_are_a_distribution_and_the_reference_stays_frozen() -> None:
     """Σ_y π(y|x) = 1 over every completion of each prompt (so KL and E[r] are exact); training leaves π_ref untouched."""
-    setup = dpo.SequenceSetup.make(seed=0)
+    setup = dpo_tasks.SequenceSetup.make(seed=0)
     totals = setup.table(setup.ref_logps).exp().sum(-1)
     assert torch.allclose(totals, torch.ones_like(totals), atol=1e-5), f"Σπ_ref per prompt {totals.tolist()}"
     before = [p.clone() for p in setup.reference.parameters()]
@@ -91,7 +91,7 @@ def test_enumerated_completions_are_a_distribution_and_the_reference_stays_froze
 @pytest.mark.parametrize("seed", [0, 3])
 def test_tabular_dpo_with_soft_labels_converges_to_pi_ref_exp_r_over_beta(seed: int) -> None:
     """500 full-batch Adam steps land on π* ∝ π_ref·exp(r/β) within total variation 1e-6 (seeds 0-4: ≤ 2e-10)."""
-    task = dpo.TabularTask.make(8, seed)
+    task = dpo_tasks.TabularTask.make(8, seed)
     prefs = task.preferences("soft", 0.0, 0, seed + 1)
     for beta in (0.05, 0.5, 1.0, 5.0):
         last = list(dpo.tabular_arm(task, prefs, beta, steps=500, lr=0.1, log_every=500))[-1]
@@ -128,13 +128,13 @@ def test_both_go_down_at_small_beta_in_the_sequence_level(default_run) -> None:
         f"mass on dataset completions {small['first_policy_mass']:.2f} → {small['policy_mass']:.2f}"
     assert mid["chosen_logp"] > mid["first_chosen_logp"], \
         f"β=0.5 chosen {mid['first_chosen_logp']:.2f} → {mid['chosen_logp']:.2f}"
-    assert "Both go down" in SCENARIO.explain(default_run.summary, SCENARIO.validate({}))
+    assert "Both go down" in SCENARIO.explain(default_run.frame, SCENARIO.validate({})).markdown()
 
 
 def test_label_noise_tilts_the_policy_less() -> None:
     """Flipping 20% of labels shrinks every Bradley–Terry margin, so at the same β the fitted policy
     moves less far from π_ref (lower KL) and earns less reward."""
-    task = dpo.TabularTask.make(8, 0)
+    task = dpo_tasks.TabularTask.make(8, 0)
     results = {}
     for noise in (0.0, 0.2):
         prefs = task.preferences("soft", noise, 0, 1)
