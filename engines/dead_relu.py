@@ -25,7 +25,6 @@ activation module the model uses.
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -34,7 +33,8 @@ from torch import nn
 
 from engines.models import init_linear
 from engines.probes import LayerProbe, layer_name
-from engines.training import Diverged, StepRecord, train
+from engines.records import Diverged, StepRecord
+from engines.training import supervised, train
 
 Activation = Literal["relu", "leaky_relu", "gelu"]
 Init = Literal["he", "xavier", "pytorch-default"]
@@ -85,6 +85,15 @@ def constant_prefixes(width: int, depth: int, n_networks: int, *, init: Init = "
 def born_dead_probability(width: int, depth: int, n_networks: int, **kwargs) -> torch.Tensor:
     """P(born dead) at every depth 1..depth for one width: (depth,)."""
     return constant_prefixes(width, depth, n_networks, **kwargs).float().mean(dim=0)
+
+
+def born_dead_records(widths: list[int], depth: int, n_networks: int, *, init: Init, bias: float,
+                      seed: int) -> Iterator[StepRecord]:
+    """Width by width, one record per depth (`step` = depth): `born_dead/width_XX` = P(born dead)."""
+    for width in widths:
+        probability = born_dead_probability(width, depth, n_networks, init=init, bias=bias, seed=seed)
+        for d, p in enumerate(probability.tolist(), start=1):
+            yield StepRecord(d, {f"born_dead/width_{width:02d}": p})
 
 
 # --- killed in training -------------------------------------------------------------------
@@ -159,59 +168,40 @@ def histogram(name: str, values: torch.Tensor, low: float, high: float, bins: in
     return {f"{name}/lo": low, f"{name}/hi": high, **{f"{name}/bin_{i:02d}": c for i, c in enumerate(counts.tolist())}}
 
 
-@dataclass(frozen=True)
-class TrainSetup:
-    activation: Activation
-    depth: int = 4
-    width: int = 64
-    negative_slope: float = 0.01
-    init: Init = "he"
-    bias_init: float = 0.0
-    optimizer: Literal["sgd", "adam"] = "adam"
-    lr: float = 0.1
-    steps: int = 200
-    seed: int = 0
+def train_arm(activation: Activation, *, depth: int, width: int, negative_slope: float, init: Init,
+              bias_init: float, optimizer: Literal["sgd", "adam"], lr: float, steps: int, seed: int,
+              log_every: int) -> Iterator[StepRecord | Diverged | None]:
+    """Train one arm full-batch, one item per step (`engines.training.train`).
 
+    Every logged record adds the census of the probe set, taken in `on_log` with the weights
+    that step's forward pass used. The first adds Var(y) (`constant_loss`) and every hidden
+    layer's pre-activation histogram (`preact_start/layer_XX/...`, on its own range); the last
+    adds the end's (`preact_end/layer_XX/...`) and the start's again, both on the bins spanning
+    the two, so a figure can draw any layer."""
+    model = ActivationMLP(N_FEATURES, width, depth, activation=activation, negative_slope=negative_slope,
+                          init=init, bias_init=bias_init, seed=seed)
+    task = RegressionTask(seed + 1)
+    opt_class = torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam
+    last = steps - 1
+    start: list[torch.Tensor] = []  # each layer's step-0 pre-activations, flattened
 
-def train_arm(setup: TrainSetup, log_every: int, hist_layer: int) -> Iterator[StepRecord | Diverged]:
-    """Train one arm full-batch; each logged record adds the census of the probe set taken
-    just before that step's forward pass. The first record adds a histogram of hidden layer
-    `hist_layer`'s pre-activations (`preact_start/...`); the last adds the end's
-    (`preact_end/...`) and the start's again, both on the bins spanning the two."""
-    model = ActivationMLP(N_FEATURES, setup.width, setup.depth, activation=setup.activation,
-                          negative_slope=setup.negative_slope, init=setup.init, bias_init=setup.bias_init,
-                          seed=setup.seed)
-    task = RegressionTask(setup.seed + 1)
-    opt_class = torch.optim.SGD if setup.optimizer == "sgd" else torch.optim.Adam
-    optimizer = opt_class(model.parameters(), lr=setup.lr)
-    probe = LayerProbe(list(model.linears))  # weight-gradient norms and update ratios
-    last, layer = setup.steps - 1, min(hist_layer, setup.depth) - 1
-    taken: dict[int, dict[str, float]] = {}
-    start: list[torch.Tensor] = []
+    def on_log(step: int) -> dict[str, float | torch.Tensor]:
+        fractions, preacts = census(model, task.x)
+        metrics: dict[str, float | torch.Tensor] = {f"{kind}/{layer_name(i)}": value for kind, values in fractions.items()
+                                                    for i, value in enumerate(values)}
+        for i, z in enumerate(z.flatten() for z in preacts):
+            name = layer_name(i)
+            if step == 0:
+                start.append(z)
+                metrics["constant_loss"] = task.constant_loss
+                metrics.update(histogram(f"preact_start/{name}", z, z.min().item(), z.max().item()))
+            if step == last:
+                low, high = min(start[i].min(), z.min()).item(), max(start[i].max(), z.max()).item()
+                metrics.update(histogram(f"preact_start/{name}", start[i], low, high))
+                metrics.update(histogram(f"preact_end/{name}", z, low, high))
+        return metrics
 
-    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for step in itertools.count():  # pulled once per step, before its forward pass
-            if step % log_every == 0 or step == last:
-                fractions, preacts = census(model, task.x)
-                metrics = {f"{kind}/{layer_name(i)}": v for kind, values in fractions.items()
-                           for i, v in enumerate(values.tolist())}
-                chosen = preacts[layer].flatten()
-                if step == 0:
-                    start.append(chosen)
-                    metrics.update(histogram("preact_start", chosen, chosen.min().item(), chosen.max().item()))
-                if step == last:
-                    low, high = min(start[0].min(), chosen.min()).item(), max(start[0].max(), chosen.max()).item()
-                    metrics.update(histogram("preact_start", start[0], low, high))
-                    metrics.update(histogram("preact_end", chosen, low, high))
-                taken[step] = metrics
-            yield task.x, task.y
-
-    try:
-        for record in train(model, optimizer, batches(), F.mse_loss, setup.steps, probe=probe,
-                            log_every=log_every, metric_fn=None):
-            if isinstance(record, Diverged):
-                yield record
-                return
-            yield StepRecord(record.step, {**record.metrics, **taken.pop(record.step, {})})
-    finally:
-        probe.close()
+    with LayerProbe(list(model.linears)) as probe:  # weight-gradient norms and update ratios
+        yield from train(model, opt_class(model.parameters(), lr=lr), itertools.repeat((task.x, task.y)),
+                         supervised(model, F.mse_loss, metric_fn=None), steps, probe=probe, log_every=log_every,
+                         on_log=on_log)

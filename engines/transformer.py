@@ -25,7 +25,8 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from engines.models import init_linear
 from engines.schedules import Decay, build_scheduler
-from engines.training import Diverged, StepRecord, train
+from engines.records import Diverged, StepRecord
+from engines.training import supervised, train
 
 Optimizer = Literal["adam", "adamw", "radam"]
 BETAS = (0.9, 0.98)  # the Transformer paper's Adam betas (Vaswani et al. 2017)
@@ -166,18 +167,23 @@ def build_optimizer(model: nn.Module, spec: ArmSpec, steps: int) -> tuple[torch.
     return optimizer, build_scheduler(optimizer, spec.warmup_steps, steps, spec.decay)
 
 
-def train_arm(spec: ArmSpec, steps: int, log_every: int = 1) -> Iterator[StepRecord | Diverged]:
-    """One arm on the seeded task: loss, token accuracy, lr, global and per-block grad norm, update ratio."""
+def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The share of output tokens predicted right."""
+    return {"accuracy": (logits.argmax(dim=-1) == targets).float().mean()}
+
+
+def train_arm(spec: ArmSpec, steps: int, log_every: int = 1) -> Iterator[StepRecord | Diverged | None]:
+    """One arm on the seeded task, one item per step: loss, token accuracy, lr, the global and
+    per-block grad norm, the per-block update ratio."""
     model = SeqTransformer(spec.vocab, spec.length, layers=spec.layers, norm_first=spec.norm_first, seed=spec.seed)
     task = ReverseTask(spec.vocab, spec.length, seed=spec.seed + 1)  # same batches in every arm
     parameters = list(model.parameters())
 
-    def metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
-        # called by train() after backward, before the step: the gradients are this step's
+    def global_grad_norm(step: int) -> dict[str, torch.Tensor]:
+        # on_log runs after backward, before the optimizer step: the gradients are this step's
         grads = [p.grad for p in parameters if p.grad is not None]
-        global_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float64)))
-        return {"accuracy": (logits.argmax(dim=-1) == targets).float().mean(), "grad_norm_global": global_norm}
+        return {"grad_norm_global": torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float64)))}
 
     optimizer, scheduler = build_optimizer(model, spec, steps)
-    yield from train(model, optimizer, task.batches(spec.batch), sequence_loss, steps,
-                     probe=BlockProbe(model.blocks), log_every=log_every, metric_fn=metrics, scheduler=scheduler)
+    yield from train(model, optimizer, task.batches(spec.batch), supervised(model, sequence_loss, token_accuracy), steps,
+                     probe=BlockProbe(model.blocks), log_every=log_every, scheduler=scheduler, on_log=global_grad_norm)

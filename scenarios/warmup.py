@@ -5,40 +5,46 @@ learning rate on step 1, however small its gradient. In a Post-LN Transformer (L
 after each residual add, as in the original) every path from the loss to an early block
 crosses the LayerNorms of all later blocks, and its gradients near the output are large at
 initialization (Xiong et al. 2020). At a large learning rate those first full-size steps
-knock it into a state it never leaves: here the early blocks' gradients collapse within
-~10 steps (block 1 ends up with 1/100 to 1/1000 of block 4's), the model predicts the
-uniform distribution and the loss sits at ln(vocab) = ln 8 ≈ 2.08. Ramping the rate up
-over the first W steps (warmup) lets the same model, on the same data, train. Pre-LN keeps
-an identity path through every block and trains without warmup, although its first step
-is exactly as large; RAdam (Liu et al. 2020) rectifies Adam's high-variance early steps,
-warmup built into the optimizer.
+knock it into a state it never leaves: the model predicts the uniform distribution and
+the loss sits at ln(vocab) = ln 8 ≈ 2.08 (by step 10 block 1's gradient has dropped to
+1/7–1/300 of block 4's on seeds 0–5). Ramping the rate up over the first W steps (warmup)
+lets the same model, on the same data, train. Pre-LN keeps an identity path through every
+block and trains without warmup, although its first step is exactly as large; RAdam (Liu
+et al. 2020) rectifies Adam's high-variance early steps, warmup built into the optimizer.
 
-The effect lives in a band of learning rates. For the default 4-block model on
-reverse-a-sequence (80 steps, warmup 40; 3–8 seeds): below ~1.5e-2 Post-LN trains without
-warmup, from ~2e-2 to ~3e-2 it stays at chance without warmup and trains with it, and
-above ~4e-2 it fails even with warmup. The default lr 2.5e-2 sits inside the band.
+The effect lives in a band of learning rates whose edges move with the seed and the depth.
+Measured on seeds 0–5 (80 steps, warmup 40; at chance: the mean of the last 5 losses within
+5% of ln 8; trains: below 1). With 4 blocks no warmup is at chance on 0/6 seeds at lr 1.5e-2,
+3/6 at 2e-2 and 6/6 from 2.25e-2 up; warmup trains on 6/6 up to 3e-2, 4/6 at 3.5e-2, 2/6 at
+4e-2, 0/6 at 5e-2. So the effect holds on every seed from 2.25e-2 to 3e-2 (the default 2.5e-2
+among them). Fewer blocks move the band up (2 blocks: no warmup at chance on 0/6 up to 2.5e-2,
+6/6 at 5e-2; warmup trains on 6/6 throughout), more move it down (6 blocks: no warmup at
+chance on 5/6 at 1.5e-2 and 6/6 from 2e-2; warmup trains on 6/6 up to 2e-2, 3/6 at 2.5e-2).
 
 Look at the loss (the no-warmup arm flat on the ln 8 line), the update ratio of the first
 steps (warmup makes them W times smaller), and the learning-rate schedule.
 """
+import itertools
 import math
-from dataclasses import replace
 from typing import Literal
 
 import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from engines.training import log_every_for
-from engines.transformer import ArmSpec, train_arm
-from scenarios.base import Run, Scenario, ScenarioConfig
-from scenarios.plotting import arm_colors, arms_in_order, layer_table, layout, metric_series
+from scenarios._warmup_figures import (block_gradient_sentence, fate, figures_of, first_update, first_update_sentence,
+                                       peak_gradient_sentence)
+from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios.claims import AT_CHANCE
+from scenarios.explanation import Explanation, join, say
+from scenarios.plotting import arm_colors
+from scenarios.records import Records
 
 VOCAB, LENGTH = 8, 8
 CHANCE_LOSS = math.log(VOCAB)
-BAND = "about 2e-2 to 3e-2"  # measured for the default model, see the module docstring
 
 Contrast = Literal["other LayerNorm placement", "RAdam without warmup", "none"]
+LN_CONTRAST = {"contrast": "other LayerNorm placement"}
 
 
 class Config(ScenarioConfig):
@@ -47,7 +53,8 @@ class Config(ScenarioConfig):
     optimizer: Literal["adam", "adamw"] = Field(
         "adam", description="Adam, or AdamW (weight decay 0.01, decoupled). Betas (0.9, 0.98) as in the Transformer paper.")
     lr: float = Field(2.5e-2, ge=1e-4, le=1e-1, json_schema_extra={"scale": "log"},
-                      description="Peak learning rate. The effect lives in a band: ~2e-2 to 3e-2 for the default model.")
+                      description="Peak learning rate. The effect lives in a band: 2.25e-2 to 3e-2 for 4 blocks "
+                                  "(seeds 0-5); lower with more blocks, higher with fewer.")
     warmup_steps: int = Field(40, ge=2, le=1000, description="Warmup arm: lr rises linearly from lr/W to lr over W steps.")
     schedule: Literal["linear warmup", "warmup + cosine"] = Field(
         "linear warmup", description="After warmup: hold lr, or cosine-decay it to 0. The no-warmup arm gets the same decay.")
@@ -58,33 +65,46 @@ class Config(ScenarioConfig):
         description="A third arm without warmup: the other LayerNorm placement, or RAdam, or none.")
 
 
-def arm_label(spec: ArmSpec) -> str:
-    norm = "Pre-LN" if spec.norm_first else "Post-LN"
-    optimizer = {"adam": "Adam", "adamw": "AdamW", "radam": "RAdam"}[spec.optimizer]
-    schedule = f"warmup {spec.warmup_steps}" if spec.warmup_steps else "no warmup"
-    return f"{norm} · {optimizer} · {schedule}" + (" + cosine" if spec.decay == "cosine" else "")
+def arm_label(norm_first: bool, optimizer: str, warmup: bool, cosine: bool) -> str:
+    optimizer = {"adam": "Adam", "adamw": "AdamW", "radam": "RAdam"}[optimizer]
+    schedule = "warmup" if warmup else "no warmup"
+    return f"{'Pre-LN' if norm_first else 'Post-LN'} · {optimizer} · {schedule}" + (" + cosine" if cosine else "")
 
 
-def arms_of(config: Config) -> dict[str, ArmSpec]:
-    """No warmup vs warmup (same model, seed and batches), plus the contrast arm."""
-    base = ArmSpec(norm_first=config.norm == "pre-ln", optimizer=config.optimizer, lr=config.lr,
-                   decay="cosine" if config.schedule == "warmup + cosine" else "constant",
-                   layers=config.layers, vocab=VOCAB, length=LENGTH, seed=config.seed)
-    specs = [base, replace(base, warmup_steps=config.warmup_steps)]
+def arms_of(config: Config) -> dict[str, dict]:
+    """No warmup vs warmup (same model, seed and batches), plus the contrast arm: label -> ArmSpec fields."""
+    base = dict(norm_first=config.norm == "pre-ln", optimizer=config.optimizer, lr=config.lr, warmup_steps=0,
+                decay="cosine" if config.schedule == "warmup + cosine" else "constant",
+                layers=config.layers, vocab=VOCAB, length=LENGTH, seed=config.seed)
+    specs = [base, {**base, "warmup_steps": config.warmup_steps}]
     if config.contrast == "other LayerNorm placement":
-        specs.append(replace(base, norm_first=not base.norm_first))
+        specs.append({**base, "norm_first": not base["norm_first"]})
     elif config.contrast == "RAdam without warmup":
-        specs.append(replace(base, optimizer="radam"))
-    return {arm_label(spec): spec for spec in specs}
+        specs.append({**base, "optimizer": "radam"})
+    return {arm_label(s["norm_first"], s["optimizer"], s["warmup_steps"] > 0, s["decay"] == "cosine"): s for s in specs}
 
 
 class Warmup(Scenario):
     id = "warmup"
     title = "Learning-rate warmup"
     order = 30
+    topic = "Optimization"
     question = "Why does a Post-LN Transformer need learning-rate warmup when a Pre-LN one does not?"
-    terms = ("Warmup", "Learning rate", "Adam", "AdamW", "Layer normalization", "Residual (skip) connection",
-             "Cosine decay", "Attention")
+    terms = {
+        "Warmup": shown_by("loss", "loss", "lr", arm="· warmup", how="the same model and batches, with and without warmup"),
+        "Learning rate schedule": shown_by("lr_schedule", "lr", how="each arm's rate per step: constant, warmup, cosine"),
+        "Learning rate": shown_by("update_ratio", "update_ratio/", "lr", how="Adam's first step moves each weight by ≈ lr"),
+        "Adam": shown_by("update_ratio", "update_ratio/", arm="Adam", when={"optimizer": "adam"},
+                         how="Adam's first step ≈ lr·sign(g): no-warmup's is W times warmup's"),
+        "AdamW": shown_by("loss", "loss", arm="AdamW", when={"optimizer": "adamw"},
+                          how="the same arms trained with AdamW (decoupled weight decay 0.01)"),
+        "Layer normalization": shown_by("loss", "loss", arm="Pre-LN", when=LN_CONTRAST,
+                                        how="Post-LN against Pre-LN: where the LayerNorm sits decides whether warmup is needed"),
+        "Residual (skip) connection": shown_by("grad_profile", "grad_norm/", arm="Pre-LN", when=LN_CONTRAST,
+                                               how="Pre-LN's residual path skips every LayerNorm: its early blocks keep their gradient"),
+        "Cosine decay": shown_by("lr_schedule", "lr", arm="cosine", when={"schedule": "warmup + cosine"}),
+        "Cross-entropy": shown_by("loss", "loss", how="per-token cross-entropy against ln 8, the uniform guess"),
+    }
     formula = (r"\begin{aligned}\text{Post-LN: } x &\leftarrow \mathrm{LN}(x + F(x)) \qquad"
                r"\text{Pre-LN: } x \leftarrow x + F(\mathrm{LN}(x))\\"
                r"\text{Adam, step 1: } \Delta\theta &= -\eta\,\frac{g}{|g|+\epsilon} \approx -\eta\,\mathrm{sign}(g)\\"
@@ -98,125 +118,57 @@ class Warmup(Scenario):
         "below the band (lr 1e-2)": {"lr": 1e-2},
         "above the band (lr 5e-2)": {"lr": 5e-2},
         "warmup + cosine": {"schedule": "warmup + cosine"},
+        "AdamW": {"optimizer": "adamw"},
         "6 blocks, 200 steps (Xiong et al. style)": {"layers": 6, "steps": 200, "warmup_steps": 100, "lr": 2e-2},
     }
 
-    def execute(self, config: Config, run: Run) -> None:
+    def phases(self, config: Config):
+        from engines.training import log_every_for
+        from engines.transformer import ArmSpec, train_arm
         log_every = log_every_for(config.steps)
-        run.interleave({name: train_arm(spec, config.steps, log_every) for name, spec in arms_of(config).items()},
-                       config.steps)
+        return together(*(Arm(name, train_arm(ArmSpec(**spec), config.steps, log_every), config.steps)
+                          for name, spec in arms_of(config).items()))
+
+    def arm_universe(self) -> list[str]:
+        configs = [Config()] + [Config(norm=n, optimizer=o, schedule=s, contrast=c) for n, o, s, c in itertools.product(
+            *(Config.model_fields[f].annotation.__args__ for f in ("norm", "optimizer", "schedule", "contrast")))]
+        return list(dict.fromkeys(label for config in configs for label in arms_of(config)))
 
     # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
-        arms = {}
-        ratios = layer_table(frame, "update_ratio")
-        grads = layer_table(frame, "grad_norm")
-        for arm in arms_in_order(frame):
-            rows = frame[frame["arm"] == arm]
-            losses = metric_series(rows, "loss")
-            accuracy = metric_series(rows, "accuracy")
-            diverged = metric_series(rows, "diverged")
-            arm_ratios = ratios[ratios["arm"] == arm]
-            first_ratios = arm_ratios[arm_ratios["step"] == arm_ratios["step"].min()]["value"]
-            last_grads = grads[grads["arm"] == arm]
-            last_grads = last_grads[last_grads["step"] == last_grads["step"].max()].sort_values("layer")["value"]
-            tail = losses["value"].iloc[-5:]  # one batch is noisy: average the last few logged losses
-            final_loss = float(tail.mean()) if len(tail) else None
-            arms[arm] = {
-                "final_loss": final_loss,
-                "final_accuracy": float(accuracy["value"].iloc[-5:].mean()) if len(accuracy) else None,
-                "last_step": int(losses["step"].iloc[-1]) if len(losses) else None,
-                "at_chance": None if final_loss is None else bool(final_loss > 0.9 * CHANCE_LOSS),
-                "first_update_ratio": float(first_ratios.mean()) if len(first_ratios) else None,
-                # < 1: the early blocks get less gradient than the last one (Post-LN's stuck arm: 1e-2 to 1e-3)
-                "first_over_last_block_grad": (float(last_grads.iloc[0] / last_grads.iloc[-1])
-                                               if len(last_grads) > 1 and last_grads.iloc[-1] > 0 else None),
-                "peak_grad_norm": float(metric_series(rows, "grad_norm_global")["value"].max()) if len(losses) else None,
-                "diverged_at": int(diverged["step"].iloc[0]) if len(diverged) else None,
-            }
-        return {"arms": arms, "chance_loss": CHANCE_LOSS, "vocab": VOCAB, "lr": config.lr, "steps": config.steps}
+        records, arms = Records(frame), {}
+        for arm in records.arms_with("loss"):
+            tail = records.values(arm, "loss")[-5:]  # one batch is noisy: average the last few logged losses
+            grads = records.layers(arm, "grad_norm")
+            arms[arm] = {"final_loss": float(tail.mean()), "final_accuracy": float(records.values(arm, "accuracy")[-5:].mean()),
+                         "last_step": records.last_step(arm, "loss"), "diverged_at": records.diverged_at(arm),
+                         "at_chance": bool(abs(tail.mean() - CHANCE_LOSS) <= AT_CHANCE * CHANCE_LOSS),
+                         "first_update_ratio": first_update(arm)(records),
+                         # < 1: the early blocks get less gradient than the last one
+                         "first_over_last_block_grad": (float(grads.iloc[-1].iloc[0] / grads.iloc[-1].iloc[-1])
+                                                        if grads.shape[1] > 1 and grads.iloc[-1].iloc[-1] > 0 else None),
+                         "peak_grad_norm": float(records.values(arm, "grad_norm_global").max())}
+        names = list(arms_of(config))
+        final = [arms.get(name, {}).get("final_loss") for name in names] + [None]
+        ratio = [arms.get(name, {}).get("first_update_ratio") for name in names[:2]]
+        headline = {"final loss (no warmup)": final[0], "final loss (warmup)": final[1], "final loss (contrast)": final[2],
+                    "first step, no warmup / warmup": ratio[0] / ratio[1] if None not in ratio and ratio[1] else None}
+        return {"headline": headline, "arms": arms, "chance_loss": CHANCE_LOSS, "vocab": VOCAB, "lr": config.lr,
+                "steps": config.steps}
 
-    def explain(self, summary: dict, config: Config) -> str:
-        lines = []
-        for arm, info in summary["arms"].items():
-            if info["final_loss"] is None:
-                continue
-            done = info["last_step"] >= summary["steps"] - 1
-            chance = f"chance is ln {summary['vocab']} = {summary['chance_loss']:.2f}"
-            if info["diverged_at"] is not None:
-                line = f"diverged at step {info['diverged_at']}"
-            elif info["at_chance"]:
-                line = (f"the loss {'stayed' if done else 'is still'} at {info['final_loss']:.2f} "
-                        f"{'through' if done else 'at'} step {info['last_step']} ({chance})")
-            else:
-                line = (f"{'trained to' if done else 'reached'} loss {info['final_loss']:.2f} by step {info['last_step']}, "
-                        f"{info['final_accuracy']:.0%} of tokens reversed correctly")
-            if info["first_update_ratio"] is not None:
-                line += f"; its first step moved each block by {info['first_update_ratio']:.1%} of its weights"
-            ratio = info["first_over_last_block_grad"]
-            if info["at_chance"] and ratio is not None and 0 < ratio < 0.1:
-                line += f", and at step {info['last_step']} block 1's gradient was {1 / ratio:.0f}× smaller than the last block's"
-            line = f"**{arm}**: " + line
-            lines.append("- " + line + ".")
-        lines += ["", "Adam's first step is ≈ lr·sign(g) for every weight, whatever the gradient's size, so every "
-                  "arm without warmup takes the same large first step; warmup divides it by W."] if lines else []
-        inside = 2e-2 <= config.lr <= 3e-2
-        band = (f"The effect lives in a band of learning rates — {BAND} for the default 4-block model "
-                f"(below it everything trains, above it Post-LN fails even with warmup). "
-                f"The default lr 2.5e-2 sits inside it; this run used lr {config.lr:g}"
-                + (", inside the band." if inside else ", outside the band measured for the default model."))
-        return "\n".join(lines + ["", band]) if lines else "Run to compare the arms. " + band
+    def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
+        records = Records(frame)
+        names = list(arms_of(config))
+        shown = [arm for arm in names if records.series(arm, "loss").size]
+        if not shown:
+            return Explanation(waiting="Run to compare the arms: the same model and batches with and without warmup.")
+        takeaway = join(*(say("{}: loss {}", arm, fate(records, arm, CHANCE_LOSS, f"ln {VOCAB}")) for arm in shown))
+        details = [first_update_sentence(records, shown, names[0], names[1]),
+                   block_gradient_sentence(records, shown, config.layers), peak_gradient_sentence(records, shown)]
+        return Explanation(takeaway, tuple(sentence for sentence in details if sentence is not None))
 
     # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
-        colors = arm_colors(arms_in_order(frame) or list(arms_of(config)))
-        loss = self._lines(frame, colors, "loss", "Training loss", "cross-entropy per token (nats)")
-        loss.add_hline(y=CHANCE_LOSS, line_dash="dash", line_color="gray",
-                       annotation_text=f"chance: ln {VOCAB} = {CHANCE_LOSS:.2f}", annotation_position="top right")
-        lr = self._lines(frame, colors, "lr", "Learning-rate schedule", "learning rate (per step)", nested=True)
-        grad = self._lines(frame, colors, "grad_norm_global", "Global gradient norm",
-                           "‖∂L/∂θ‖ over all parameters (log scale)", log_y=True)
-        ratios = layer_table(frame, "update_ratio").groupby(["arm", "step"], sort=False)["value"].mean().reset_index()
-        update = self._lines(ratios.assign(metric="update_ratio"), colors, "update_ratio",
-                             "Update-to-weight ratio ‖Δθ‖/‖θ‖ (mean over blocks)", "‖Δθ‖/‖θ‖ per step (log scale)",
-                             log_y=True)
-        return {"loss": loss, "lr_schedule": lr, "grad_norm": grad, "update_ratio": update,
-                "grad_profile": self._profile(frame, colors, "grad_norm", "Gradient norm by block",
-                                              "‖∂L/∂θ_block‖ (log scale)"),
-                "update_profile": self._profile(frame, colors, "update_ratio", "Update-to-weight ratio by block",
-                                                "‖Δθ‖/‖θ‖ of the block (log scale)")}
-
-    def _lines(self, frame: pd.DataFrame, colors: dict[str, str], metric: str, title: str, y_title: str, *,
-               log_y: bool = False, nested: bool = False) -> go.Figure:
-        """One line per arm; `nested` draws earlier arms wider, so arms that coincide both show."""
-        fig = go.Figure()
-        for arm, rows in metric_series(frame, metric).groupby("arm", sort=False):
-            fig.add_scatter(x=rows["step"], y=rows["value"], name=arm, mode="lines",
-                            line=dict(color=colors.get(arm), width=_width(list(colors).index(arm)) if nested else 2),
-                            hovertemplate=f"{arm}<br>step %{{x}}<br>{metric} %{{y:.4g}}<extra></extra>")
-        for _, row in metric_series(frame, "diverged").iterrows():
-            fig.add_vline(x=row["step"], line_dash="dot", line_color=colors.get(row["arm"]))
-        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-        return layout(fig, title, "step", y_title, log_y=log_y)
-
-    def _profile(self, frame: pd.DataFrame, colors: dict[str, str], prefix: str, title: str,
-                 y_title: str) -> go.Figure:
-        """Per-block values at the first and the last logged step of each arm."""
-        table = layer_table(frame, prefix)
-        fig = go.Figure()
-        for arm, rows in table.groupby("arm", sort=False):
-            steps = sorted(rows["step"].unique())
-            for dash, step in zip(["solid", "dot"], dict.fromkeys([steps[0], steps[-1]])):
-                at = rows[rows["step"] == step].sort_values("layer")
-                fig.add_scatter(x=at["layer"], y=at["value"], name=f"{arm} · step {step}", mode="lines+markers",
-                                line=dict(color=colors.get(arm), dash=dash, width=_width(list(colors).index(arm))),
-                                marker=dict(size=_width(list(colors).index(arm)) + 5),
-                                hovertemplate=f"{arm}<br>step {step}<br>block %{{x}}<br>%{{y:.3g}}<extra></extra>")
-        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-        fig.update_xaxes(dtick=1)
-        return layout(fig, title, "encoder block (1 = next to the input)", y_title, log_y=True)
-
-
-def _width(arm_index: int) -> float:
-    """Line width by arm order, widest first: the no-warmup arms' first steps coincide exactly."""
-    return max(1.5, 4.0 - 1.25 * arm_index)
+        records = Records(frame)
+        arms = records.arms() or list(arms_of(config))
+        return figures_of(records, arm_colors(arms, self.arm_universe()), arms, CHANCE_LOSS, VOCAB)

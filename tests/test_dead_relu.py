@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from engines.dead_relu import ActivationMLP, RegressionTask, born_dead_probability, census, constant_prefixes
 from scenarios import get_scenario
+from scenarios.records import Records
 
 SCENARIO = get_scenario("dead-relu")
 SMALL_BORN_DEAD = {"born_dead_depth": 5, "networks": 32, "born_dead_widths": "1,2,3,4,5,6"}  # keep runs on training
@@ -109,3 +110,15 @@ def test_a_relu_net_with_an_all_dead_last_layer_outputs_a_constant() -> None:
 def test_same_config_gives_identical_records() -> None:
     first, second = (SCENARIO.run(SCENARIO.tiny).frame for _ in range(2))
     assert first.equals(second)
+
+
+def test_the_census_of_a_logged_step_sees_the_weights_its_forward_pass_used() -> None:
+    """The census runs in the loop's `on_log` (after backward, before the step): at step 0 it
+    must equal the census of the freshly built network, layer by layer."""
+    config = {**SCENARIO.tiny, "bias_init": -0.3}
+    records = Records(SCENARIO.run(config).frame)
+    model = ActivationMLP(8, config["width"], config["depth"], activation="relu", bias_init=-0.3, seed=0)
+    fractions, _ = census(model, RegressionTask(seed=1).x)
+    for kind in ("frac_dead", "frac_never_positive"):
+        recorded, expected = records.profile("ReLU", kind, step=0).tolist(), fractions[kind].tolist()
+        assert recorded == expected, f"{kind} at step 0: recorded {recorded}, census of the initial net {expected}"
