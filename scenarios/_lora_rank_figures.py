@@ -19,7 +19,9 @@ LEFT = "final/relative_loss"  # held-out MSE over the base model's: 1 = nothing 
 
 
 def percent(value: float) -> str:
-    return f"{value:.0%}" if value >= 0.1 else f"{value * 100:.2g}%"
+    if 0.1 <= value < 10:
+        return f"{value:.0%}"
+    return f"{value * 100:.2g}%" if value < 0.1 else f"{fmt(value * 100)}%"
 
 
 def under(records: Records, prefix: str, arm: str | None = None) -> dict[str, float]:
@@ -202,9 +204,16 @@ def cliff(records: Records, names: list[str], k: int) -> Sentence | None:
 
 
 def per_arm(records: Records, names: list[str]) -> Sentence | None:
-    parts = [left_claim(records, arm, f"{arm} {{}}") if records.has(LEFT, arm) else DivergedAt(arm, step)
-             for arm in names if records.has(LEFT, arm) or (step := records.diverged_at(arm)) is not None]
-    return say("Per arm: " + ", ".join(["{}"] * len(parts)), *parts) if parts else None
+    """Each arm's loss left, or where it diverged."""
+    words, parts = [], []
+    for arm in names:
+        if records.has(LEFT, arm):
+            words.append("{}")
+            parts.append(left_claim(records, arm, f"{arm} {{}}"))
+        elif (step := records.diverged_at(arm)) is not None:
+            words.append(f"{arm} {{}}")
+            parts.append(DivergedAt(arm, step))
+    return say("Per arm: " + ", ".join(words), *parts) if parts else None
 
 
 def energy(records: Records, targets: tuple[str, ...], k: int) -> Sentence | None:
