@@ -113,7 +113,8 @@ class LoraRankSweep(Scenario):
                       "relative_loss": records.last(arm, LEFT),
                       "trainable_params": int(records.last(arm, "trainable_params"))
                       if records.has("trainable_params", arm) else None,
-                      "steps_to_10pct": steps_to_tenth(arm)(records), "diverged_at": records.diverged_at(arm)}
+                      "steps_to_10pct": int(step) if (step := steps_to_tenth(arm)(records)) is not None else None,
+                      "diverged_at": records.diverged_at(arm)}
                 for arm in arm_names(config) if arm in records.arms()}
         left = {info["rank"]: info["relative_loss"] for arm, info in arms.items()
                 if arm != FULL and info["relative_loss"] is not None}

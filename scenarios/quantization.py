@@ -27,6 +27,7 @@ from scenarios._quantization_claims import ACC, explanation, summary
 from scenarios._quantization_figures import (CHANNEL, TENSOR, histogram_figure, per_layer_figure, qat_figure,
                                              ranges_figure, scale_figure, ste_figure, training_figure, vs_bits_figure)
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from scenarios.explanation import Explanation
 from scenarios.plotting import arm_colors
 from scenarios.records import Records
 
@@ -149,12 +150,11 @@ class Quantization(Scenario):
     def arm_universe(self) -> list[str]:
         return ["float"] + [ptq_arm(name) for name in SCHEMES] + [f"QAT {name}" for name in SchemeName.__args__]
 
-    # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
         return summary(Records(frame), arms_of(config)[1:], [ptq_arm(n) for n in ptq_arms_of(config)],
                        qat_arm(config), ptq_arm(config.qat_scheme), N_CLASSES)
 
-    def explain(self, frame: pd.DataFrame, config: Config):
+    def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         qat = qat_arm(config) if QAT_BIT_SETS[config.qat_bits] else None
         return explanation(Records(frame), [ptq_arm(n) for n in ptq_arms_of(config)], qat, ptq_arm(config.qat_scheme),
                            QAT_BIT_SETS[config.qat_bits], config.inspect_bits, N_CLASSES)
