@@ -98,10 +98,10 @@ class LoraRankSweep(Scenario):
         from engines.lora import Sweep
         from engines.training import log_every_for
         sweep = Sweep(config.k, ranks_of(config), config.seed)  # built by the first arm; shared by all
-        arm = lambda rank: Arm(arm_name(rank), sweep.arm(  # noqa: E731
-            rank, config.alpha_rule, targets_of(config), config.steps, config.lr, log_every_for(config.steps)),
-            sweep.items(rank, config.steps))
-        return in_turn(*(arm(rank) for rank in (None, *ranks_of(config))))  # full first: no peft import before it
+        targets, log_every = targets_of(config), log_every_for(config.steps)
+        return in_turn(*(Arm(arm_name(rank), sweep.arm(rank, config.alpha_rule, targets, config.steps, config.lr, log_every),
+                             sweep.items(rank, config.steps))
+                         for rank in (None, *ranks_of(config))))  # the full fine-tune first: no peft import before it
 
     def arm_universe(self) -> list[str]:
         return [FULL] + [arm_name(r) for r in ALL_RANKS]
