@@ -16,36 +16,31 @@ A full fine-tune of the same weights is the reference arm, and the singular valu
 learned: φ(A_i, A_j; p, q) = ‖U_iᵀ[:p] U_j[:, :q]‖_F² / min(p, q) ∈ [0, 1] with U the
 right singular vectors of A.
 
-Everything crosses the boundary as floats: `sweep()` yields `ArmRecord`s.
+`Sweep` holds what the arms of one sweep share (the base, the task, the held-out batch and
+the A matrices Eq. 4 compares); `Sweep.arm(rank, ...)` trains one arm through the shared
+`train()` loop and yields its records, then one record of what the trained arm shows.
+The alpha rules and arm names live in the torch-free `engines.lora_rules`.
 """
 import copy
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from engines.lora_rules import FULL, LAYERS, WIDTH, comparison_ranks, lora_kwargs, lora_scale
 from engines.models import init_linear
-from engines.training import Diverged, train
+from engines.records import Diverged, StepRecord
+from engines.training import supervised, train
 
-WIDTH = 64          # d_in = d_out of every Linear
+__all__ = ["FULL", "FrozenBase", "LowRankShiftTask", "Sweep", "add_lora", "delta_weight", "lora_layer", "lora_scale",
+           "subspace_similarity", "trainable_params"]
+
 SHIFT_SIZE = 1.0    # σ: each singular value of the task's ΔW* (‖W‖₂ of the base is ≈ 1.1)
 BATCH = 128
 EVAL_SAMPLES = 2048
-LAYERS = ("fc1", "fc2")
-FULL = "full"
-
-AlphaRule = Literal["alpha = 2r", "alpha = 8 fixed", "rsLoRA alpha = 4"]
-# lora_alpha as a function of r, and whether peft divides by √r instead of r. All three
-# give the same scale s = 2 at r = 4, so they differ only in how s moves with r.
-ALPHA_RULES: dict[str, tuple[str, bool]] = {
-    "alpha = 2r": ("2r", False),          # s = 2 at every rank: the sweep compares like with like
-    "alpha = 8 fixed": ("8", False),      # s = 8/r: each direction's update shrinks as r grows
-    "rsLoRA alpha = 4": ("4", True),      # s = 4/√r: rank-stabilized (Kalajdzievski 2023)
-}
 
 
 class FrozenBase(nn.Module):
@@ -90,36 +85,6 @@ class LowRankShiftTask:
             yield self.batch(batch_size)
 
 
-def lora_kwargs(rank: int, alpha_rule: str, targets: tuple[str, ...]) -> dict:
-    """The LoraConfig arguments for one arm (also what the page's peft snippet shows)."""
-    alpha, rslora = ALPHA_RULES[alpha_rule]
-    lora_alpha = 2 * rank if alpha == "2r" else int(alpha)
-    kwargs = {"r": rank, "lora_alpha": lora_alpha, "target_modules": list(targets), "lora_dropout": 0.0, "bias": "none"}
-    if rslora:
-        kwargs["use_rslora"] = True
-    return kwargs
-
-
-def peft_snippet(ranks: tuple[int, ...], alpha_rule: str, targets: tuple[str, ...]) -> str:
-    """The peft code that builds every arm of a sweep, written from the same `lora_kwargs` the run uses."""
-    kwargs = {key: repr(value) for key, value in lora_kwargs(ranks[0], alpha_rule, targets).items()}
-    kwargs["r"] = "r"
-    if ALPHA_RULES[alpha_rule][0] == "2r":
-        kwargs["lora_alpha"] = "2 * r"
-    args = ", ".join(f"{key}={value}" for key, value in kwargs.items())
-    return ("from peft import LoraConfig, get_peft_model\n\n"
-            f"for r in {ranks}:\n"
-            f"    config = LoraConfig({args})\n"
-            "    model = get_peft_model(copy.deepcopy(base), config)  # base: fc1 -> tanh -> fc2, frozen\n"
-            "    model.print_trainable_parameters()  # r·(d_in + d_out) per adapted Linear")
-
-
-def lora_scale(rank: int, alpha_rule: str) -> float:
-    """s in ΔW = s·B A: lora_alpha / r, or lora_alpha / √r under rsLoRA (peft's rule)."""
-    kwargs = lora_kwargs(rank, alpha_rule, ())
-    return kwargs["lora_alpha"] / (math.sqrt(rank) if kwargs.get("use_rslora") else rank)
-
-
 def add_lora(base: nn.Module, rank: int, alpha_rule: str, targets: tuple[str, ...], seed: int) -> nn.Module:
     """Wrap a copy of `base` with peft LoRA adapters; A re-drawn from a local generator (peft uses the global RNG)."""
     from peft import LoraConfig, get_peft_model  # ~4 s to import: only when a LoRA arm runs
@@ -160,102 +125,87 @@ def subspace_similarity(a_small: torch.Tensor, a_large: torch.Tensor) -> torch.T
     return cumulative / torch.minimum(p, q)
 
 
-@dataclass(frozen=True)
-class SweepSpec:
-    k: int                      # intrinsic rank of the task's ΔW*
-    ranks: tuple[int, ...]      # LoRA ranks, swept in this order
-    alpha_rule: str
-    targets: tuple[str, ...]    # Linear layers LoRA adapts (and the full fine-tune trains)
-    steps: int
-    lr: float
-    seed: int
-    log_every: int = 1
-    full: bool = True           # include the full fine-tune reference arm
+class Sweep:
+    """What the arms of one sweep share, built by the first arm that asks: the frozen base, the
+    task, the held-out batch (drawn before any training batch), and the A matrices of the two
+    ranks Eq. 4 compares (kept by whichever of them runs first)."""
 
+    def __init__(self, k: int, ranks: tuple[int, ...], seed: int) -> None:
+        self.k, self.seed = k, seed
+        self.pair = comparison_ranks(ranks, k)
+        self.kept_a: dict[int, dict[str, torch.Tensor]] = {}
 
-@dataclass(frozen=True)
-class ArmRecord:
-    arm: str
-    step: int
-    metrics: dict[str, float]
-    done_fraction: float         # of the whole sweep, for the progress bar
-    diverged: str | None = None  # the message, when this arm diverged at `step`
+    @cached_property
+    def base(self) -> FrozenBase:
+        return FrozenBase(self.seed)
 
+    @cached_property
+    def task(self) -> LowRankShiftTask:
+        return LowRankShiftTask(self.base, self.k, seed=self.seed + 1)
 
-def arm_name(rank: int | None) -> str:
-    return FULL if rank is None else f"r={rank}"
+    @cached_property
+    def held_out(self) -> tuple[torch.Tensor, torch.Tensor, float]:
+        x, y = self.task.batch(EVAL_SAMPLES)  # held out: training batches restart from seed + 2
+        with torch.no_grad():
+            return x, y, F.mse_loss(self.base(x), y).item()
 
+    def items(self, rank: int | None, steps: int) -> int:
+        """How many records `arm` yields: one per step, the final one, and φ for the pair's larger rank."""
+        return steps + 1 + int(self.pair is not None and rank == self.pair[1])
 
-def comparison_ranks(ranks: tuple[int, ...], k: int) -> tuple[int, int] | None:
-    """The pair whose A matrices Eq. 4 compares: the smallest rank ≥ k (else the smallest) and the largest."""
-    ordered = sorted(set(ranks))
-    if len(ordered) < 2:
-        return None
-    small = next((r for r in ordered if r >= k), ordered[0])
-    return (small, ordered[-1]) if small != ordered[-1] else (ordered[0], ordered[-1])
-
-
-def sweep(spec: SweepSpec) -> Iterator[ArmRecord]:
-    """Full fine-tune first (no peft import before the first point), then each rank; rows as they come."""
-    base = FrozenBase(spec.seed)
-    task = LowRankShiftTask(base, spec.k, seed=spec.seed + 1)
-    eval_x, eval_y = task.batch(EVAL_SAMPLES)  # held out: training batches restart from seed + 2 below
-    with torch.no_grad():
-        base_loss = F.mse_loss(base(eval_x), eval_y).item()
-    arms: list[int | None] = ([None] if spec.full else []) + list(spec.ranks)
-    pair = comparison_ranks(spec.ranks, spec.k)
-    kept_a: dict[int, dict[str, torch.Tensor]] = {}
-    for index, rank in enumerate(arms):
-        name = arm_name(rank)
-        task.generator.manual_seed(spec.seed + 2)  # every arm sees the same batches
+    def arm(self, rank: int | None, alpha_rule: str, targets: tuple[str, ...], steps: int, lr: float,
+            log_every: int) -> Iterator[StepRecord | Diverged | None]:
+        """One arm (the full fine-tune for `rank=None`): Adam on the task's batches, then the
+        held-out loss, the parameter count and ΔW's singular values at the last step."""
+        eval_x, eval_y, base_loss = self.held_out
+        self.task.generator.manual_seed(self.seed + 2)  # every arm sees the same batches
         if rank is None:
-            model = copy.deepcopy(base)
-            for target in spec.targets:
+            model = copy.deepcopy(self.base)
+            for target in targets:
                 getattr(model, target).weight.requires_grad_(True)  # weights only, as LoRA's bias="none"
         else:
-            model = add_lora(base, rank, spec.alpha_rule, spec.targets, seed=spec.seed * 1000 + rank)
-        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=spec.lr)
-        diverged = None
-        for record in train(model, optimizer, task.batches(BATCH), F.mse_loss, spec.steps,
-                            log_every=spec.log_every, metric_fn=None):
-            fraction = (index + (record.step + 1) / spec.steps) / len(arms)
-            if isinstance(record, Diverged):
-                diverged = record
-                yield ArmRecord(name, record.step, {}, fraction, diverged=record.message)
-                break
-            yield ArmRecord(name, record.step, record.metrics, fraction)
-        last = diverged.step if diverged else spec.steps - 1
-        metrics = final_metrics(model, base, rank, spec, eval_x, eval_y, base_loss)
-        if diverged:  # its weights say nothing; keep only what does not depend on them
-            metrics = {key: metrics[key] for key in ("trainable_params", "rank", "scale")}
-        yield ArmRecord(name, last, metrics, (index + 1) / len(arms))
-        if rank is not None and pair and rank in pair:
-            kept_a[rank] = {t: lora_layer(model, t).lora_A["default"].weight.detach().clone() for t in spec.targets}
-        if pair and rank == pair[1] and pair[0] in kept_a:
-            phi = similarity_metrics(kept_a[pair[0]], kept_a[pair[1]], top=min(spec.k, pair[0]))
-            yield ArmRecord(name, last, phi, (index + 1) / len(arms))
+            model = add_lora(self.base, rank, alpha_rule, targets, seed=self.seed * 1000 + rank)
+        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+        objective = supervised(model, F.mse_loss, metric_fn=None)
+        for item in train(model, optimizer, self.task.batches(BATCH), objective, steps, log_every=log_every):
+            if isinstance(item, Diverged):  # its weights say nothing; keep only what does not depend on them
+                yield StepRecord(item.step, shape_metrics(model, rank, targets))
+                yield item
+                return
+            yield item
+        yield StepRecord(steps - 1, final_metrics(model, self.base, rank, targets, self.k, eval_x, eval_y, base_loss))
+        if self.pair is not None and rank in self.pair:
+            self.kept_a[rank] = {t: lora_layer(model, t).lora_A["default"].weight.detach().clone() for t in targets}
+            if len(self.kept_a) == 2:
+                small, large = (self.kept_a[r] for r in self.pair)
+                yield StepRecord(steps - 1, similarity_metrics(small, large, top=min(self.k, self.pair[0])))
+
+
+def shape_metrics(model: nn.Module, rank: int | None, targets: tuple[str, ...]) -> dict[str, float]:
+    """What an arm is, whatever it learned: trainable parameters, rank, and peft's scale s."""
+    scale = lora_layer(model, targets[0]).scaling["default"] if rank is not None else 1.0
+    return {"trainable_params": float(trainable_params(model)), "rank": float(rank if rank is not None else WIDTH),
+            "scale": float(scale)}
 
 
 @torch.no_grad()
-def final_metrics(model: nn.Module, base: FrozenBase, rank: int | None, spec: SweepSpec,
+def final_metrics(model: nn.Module, base: FrozenBase, rank: int | None, targets: tuple[str, ...], k: int,
                   eval_x: torch.Tensor, eval_y: torch.Tensor, base_loss: float) -> dict[str, float]:
-    """Held-out loss, parameter count, and the singular values of each adapted layer's ΔW."""
+    """Held-out loss, the arm's shape, and the singular values of each adapted layer's ΔW."""
     eval_loss = F.mse_loss(model(eval_x), eval_y).item()
     metrics = {
         "final/eval_loss": eval_loss,
         "final/relative_loss": eval_loss / base_loss,  # 1 = no better than the base model
         "final/base_loss": base_loss,
-        "trainable_params": float(trainable_params(model)),
-        "rank": float(rank if rank is not None else WIDTH),
-        "scale": lora_scale(rank, spec.alpha_rule) if rank is not None else 1.0,
+        **shape_metrics(model, rank, targets),
     }
-    for target in spec.targets:
+    for target in targets:
         delta = (getattr(model, target).weight - getattr(base, target).weight if rank is None
                  else delta_weight(model, target))
         singular_values = torch.linalg.svdvals(delta.double())
         energy = singular_values ** 2
         # Share of ‖ΔW‖²_F in the top k directions: 1 for an update of rank ≤ k.
-        metrics[f"top_k_energy/{target}"] = (energy[: spec.k].sum() / energy.sum().clamp_min(1e-300)).item()
+        metrics[f"top_k_energy/{target}"] = (energy[:k].sum() / energy.sum().clamp_min(1e-300)).item()
         for i, value in enumerate(singular_values.tolist()):
             metrics[f"delta_sv/{target}/index_{i + 1:02d}"] = value
     return metrics

@@ -1,32 +1,14 @@
 """Quantization error, drawn: accuracy and loss against bits, the channel ranges against the per-tensor
-Δ/2, the weight histogram with both grids, per-layer MSE/SQNR against Δ²/12, and QAT against PTQ."""
+Δ/2, the weight histogram with both grids, per-layer MSE/SQNR against Δ²/12, the observers' scale and
+zero-point, QAT against PTQ, and what the straight-through gradient reaches during QAT."""
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import layout
+from scenarios.plotting import curves_figure, layout
+from scenarios.records import Records
 
-
-class Records:
-    """The frame indexed once by (arm, metric): summaries and figures ask for dozens of series."""
-
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self.series = {key: rows.sort_values("step", kind="stable")
-                       for key, rows in frame.groupby(["arm", "metric"], sort=False)}
-
-    def by_step(self, arm: str, metric: str) -> dict[int, float]:
-        """{step: value}; in a sweep arm the step is the bit width."""
-        rows = self.series.get((arm, metric))
-        return {} if rows is None else dict(zip(rows["step"].astype(int).tolist(), rows["value"].tolist()))
-
-    def values(self, arm: str, metric: str) -> np.ndarray:
-        rows = self.series.get((arm, metric))
-        return np.array([]) if rows is None else rows["value"].to_numpy()
-
-    def last(self, arm: str, metric: str) -> float | None:
-        values = self.values(arm, metric)
-        return float(values[-1]) if len(values) else None
+TENSOR, CHANNEL = "PTQ sym · per-tensor", "PTQ sym · per-channel"  # the grids drawn are these arms' schemes
 
 
 def per_tensor_half_step(absmax: np.ndarray, bits: int) -> float:
@@ -51,7 +33,7 @@ def vs_bits_figure(records: Records, colors: dict[str, str], arms: list[str], me
                         hovertemplate=f"{arm}<br>%{{x}} bits<br>%{{y:.4g}}<extra></extra>")
     float_value = records.last("float", metric)
     if float_value is not None:
-        fig.add_hline(y=float_value * scale, line_dash="dot", line_color=colors["float"],
+        fig.add_hline(y=float_value * scale, line_dash="dot", line_color=colors.get("float"),
                       annotation_text=f"float {float_value * scale:.3g}", annotation_position="bottom right")
     fig.add_hline(y=100 / n_classes if accuracy else float(np.log(n_classes)), line_dash="dash", line_color="gray",
                   annotation_text="chance", annotation_position="top right" if accuracy else "bottom right")
@@ -86,25 +68,33 @@ def per_layer_figure(records: Records, colors: dict[str, str], arms: list[str], 
     return fig
 
 
-def histogram_figure(records: Records, layer: int, bits: int) -> go.Figure:
+def symmetric_grid(scale: float | None, bits: int) -> np.ndarray:
+    """The levels q·Δ, q ∈ [−2^(b−1), 2^(b−1) − 1], in float32 as torch computes them."""
+    if scale is None:
+        return np.array([], dtype=np.float32)
+    return np.arange(-(2 ** (bits - 1)), 2 ** (bits - 1), dtype=np.float32) * np.float32(scale)
+
+
+def histogram_figure(records: Records, colors: dict[str, str], layer: int, bits: int) -> go.Figure:
     weights = records.values("float", f"weights/layer_{layer:02d}")
-    tensor_grid, channel_grid = records.values("float", "grid/per_tensor"), records.values("float", "grid/per_channel_typical")
+    tensor_grid, channel_grid = (symmetric_grid(records.at("float", f"grid_scale/{kind}/layer_{layer:02d}", bits), bits)
+                                 for kind in ("per_tensor", "per_channel_typical"))
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=["whole layer", "zoom: a typical channel"])
     zoom = 1.1 * float(np.abs(channel_grid).max()) if len(channel_grid) else 1.0
-    grids = ((tensor_grid, "#d62728", 2, f"per-tensor {bits}-bit grid"),
-             (channel_grid, "#2ca02c", 1, f"per-channel {bits}-bit grid (typical channel)"))
+    grids = ((tensor_grid, colors.get(TENSOR), 2, f"per-tensor {bits}-bit grid"),
+             (channel_grid, colors.get(CHANNEL), 1, f"per-channel {bits}-bit grid (typical channel)"))
     for col, values, bins in ((1, weights, 80), (2, weights[np.abs(weights) <= zoom], 40)):
         if not len(values):
             continue
         counts, edges = np.histogram(values, bins=bins)
         top = float(counts.max()) * 1.05
-        for grid, color, width, label in grids[: col]:  # the whole-layer panel shows only the per-tensor grid
+        for index, (grid, color, width, label) in enumerate(grids[: col]):  # the whole layer: the per-tensor grid only
             levels = grid[(grid >= edges[0]) & (grid <= edges[-1])]
             fig.add_scatter(x=[v for level in levels for v in (level, level, None)],
                             y=[v for _ in levels for v in (0, top, None)], mode="lines", name=label,
                             line=dict(color=color, width=width), legendgroup=label,
-                            showlegend=color == "#2ca02c" or col == 1, row=1, col=col, hoverinfo="skip")
+                            showlegend=index == 1 or col == 1, row=1, col=col, hoverinfo="skip")
         fig.add_bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="rgba(80,80,80,0.75)",
                     name="weights", showlegend=col == 1, row=1, col=col,
                     hovertemplate="w ≈ %{x:.3g}<br>%{y} weights<extra></extra>")
@@ -115,16 +105,18 @@ def histogram_figure(records: Records, layer: int, bits: int) -> go.Figure:
     return fig
 
 
-def ranges_figure(records: Records, bits: int, color: str) -> go.Figure:
+def ranges_figure(records: Records, colors: dict[str, str], bits: int) -> go.Figure:
     fig = make_subplots(rows=1, cols=3, subplot_titles=LAYER_TITLES, shared_yaxes=True, horizontal_spacing=0.04)
     for layer in (1, 2, 3):
         absmax = np.sort(records.values("float", f"channel_absmax/layer_{layer:02d}"))[::-1]
-        fig.add_scatter(x=np.arange(1, len(absmax) + 1), y=absmax, mode="markers", marker=dict(color=color, size=5),
+        fig.add_scatter(x=np.arange(1, len(absmax) + 1), y=absmax, mode="markers",
+                        marker=dict(color=colors.get("float"), size=5),
                         name="max |w| of one output channel", showlegend=layer == 1, row=1, col=layer,
                         hovertemplate=f"layer {layer}<br>channel rank %{{x}}<br>max|w| %{{y:.3g}}<extra></extra>")
         if len(absmax):
             half_step = per_tensor_half_step(absmax, bits)
-            fig.add_scatter(x=[1, len(absmax)], y=[half_step] * 2, mode="lines", line=dict(color="#d62728", dash="dash"),
+            fig.add_scatter(x=[1, len(absmax)], y=[half_step] * 2, mode="lines",
+                            line=dict(color=colors.get(TENSOR), dash="dash"),
                             name=f"per-tensor Δ/2 at {bits} bits: channels below round to 0", showlegend=layer == 1,
                             row=1, col=layer, hovertemplate=f"Δ/2 = {half_step:.3g}<extra></extra>")
         fig.update_xaxes(title_text="channel (widest first)", row=1, col=layer)
@@ -147,7 +139,7 @@ def qat_figure(records: Records, colors: dict[str, str], scheme: str, ptq_arm: s
                         hovertemplate=f"{arm}<br>%{{x}} bits<br>%{{y:.1f}}%<extra></extra>")
     float_acc = records.last("float", "test/accuracy")
     if float_acc is not None:
-        fig.add_hline(y=100 * float_acc, line_dash="dot", line_color=colors["float"], row=1, col=1,
+        fig.add_hline(y=100 * float_acc, line_dash="dot", line_color=colors.get("float"), row=1, col=1,
                       annotation_text="float", annotation_position="bottom right")
     for dash, bits in zip(["solid", "dash", "dot", "dashdot"], qat_bits):
         rows = records.by_step(qat_arm, f"qat_loss/bits_{bits:02d}")
@@ -163,9 +155,49 @@ def qat_figure(records: Records, colors: dict[str, str], scheme: str, ptq_arm: s
     return fig
 
 
-def training_figure(records: Records, color: str) -> go.Figure:
-    loss = records.by_step("float", "loss")
-    fig = go.Figure()
-    fig.add_scatter(x=list(loss), y=list(loss.values()), name="float", mode="lines", line=dict(color=color),
-                    hovertemplate="float<br>step %{x}<br>loss %{y:.4f}<extra></extra>")
-    return layout(fig, "Float model: training loss (before quantization)", "step", "cross-entropy (nats)")
+def training_figure(records: Records, colors: dict[str, str]) -> go.Figure:
+    return curves_figure(records, colors, "loss", arms=["float"], title="Float model: training loss (before quantization)",
+                         y_title="cross-entropy (nats)")
+
+
+def scale_figure(records: Records, colors: dict[str, str], arms: list[str], layer: int) -> go.Figure:
+    """The observers' (Δ, z) of one layer per bit width and scheme (per-channel: the median-scale channel),
+    beside the symmetric per-tensor formula Δ = max|w| / ((2^b − 1)/2)."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["scale Δ", "zero-point z"])
+    for col, metric in ((1, "scale"), (2, "zero_point")):
+        for arm in arms:
+            values = records.by_step(arm, f"{metric}/layer_{layer:02d}")
+            fig.add_scatter(x=list(values), y=list(values.values()), name=arm, legendgroup=arm, showlegend=col == 1,
+                            mode="lines+markers", line=dict(color=colors.get(arm)), row=1, col=col,
+                            hovertemplate=f"{arm}<br>%{{x}} bits<br>{metric} %{{y:.4g}}<extra></extra>")
+    absmax = records.values("float", f"channel_absmax/layer_{layer:02d}")
+    bits = sorted({b for arm in arms for b in records.by_step(arm, f"scale/layer_{layer:02d}")})
+    if len(absmax) and bits:
+        fig.add_scatter(x=bits, y=[float(absmax.max()) / ((2 ** b - 1) / 2) for b in bits], mode="lines",
+                        name="max|w| / ((2^b − 1)/2)", line=dict(color="gray", dash="dash"), row=1, col=1,
+                        hovertemplate="formula<br>%{x} bits<br>Δ %{y:.4g}<extra></extra>")
+    fig.update_xaxes(title_text="weight bits", dtick=1)
+    fig.update_yaxes(type="log", exponentformat="power", title_text="Δ (log scale)", row=1, col=1)
+    fig.update_yaxes(title_text="z (integer code of 0.0)", row=1, col=2)
+    fig.update_layout(title=f"Layer {layer}: the observer's scale and zero-point per bit width "
+                            "(per-channel: the median-scale channel)", margin=dict(l=60, r=20, t=70, b=50), legend=BELOW)
+    return fig
+
+
+def ste_figure(records: Records, colors: dict[str, str], qat_arm: str, qat_bits: list[int]) -> go.Figure:
+    """Per layer and QAT step: the share of weights inside the clamp range, whose gradient the STE passes."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=LAYER_TITLES, shared_yaxes=True, horizontal_spacing=0.04)
+    for layer in (1, 2, 3):
+        for dash, bits in zip(["solid", "dash", "dot", "dashdot"], qat_bits):
+            passed = records.series(qat_arm, f"ste_pass/bits_{bits:02d}/layer_{layer:02d}")
+            gap = records.series(qat_arm, f"ste_gap/bits_{bits:02d}/layer_{layer:02d}")
+            fig.add_scatter(x=passed.index, y=100 * passed.to_numpy(), name=f"QAT {bits}-bit", legendgroup=str(bits),
+                            showlegend=layer == 1, mode="lines", line=dict(color=colors.get(qat_arm), dash=dash),
+                            text=[f"max |∂L/∂w − mask·∂L/∂ŵ| = {g:.3g}" for g in gap.to_numpy()], row=1, col=layer,
+                            hovertemplate=f"QAT {bits}-bit · layer {layer}<br>step %{{x}}<br>%{{y:.2f}}% passed"
+                                          "<br>%{text}<extra></extra>")
+        fig.update_xaxes(title_text="QAT step", row=1, col=layer)
+    fig.update_yaxes(title_text="weights inside the clamp range (%)", row=1, col=1)
+    fig.update_layout(title="Straight-through estimator: the share of weights whose gradient passes the clamp mask",
+                      margin=dict(l=60, r=20, t=70, b=50), legend=BELOW)
+    return fig
