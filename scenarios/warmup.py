@@ -151,7 +151,8 @@ class Warmup(Scenario):
         names = list(arms_of(config))
         final = [arms.get(name, {}).get("final_loss") for name in names] + [None]
         ratio = [arms.get(name, {}).get("first_update_ratio") for name in names[:2]]
-        headline = {"final loss (no warmup)": final[0], "final loss (warmup)": final[1], "final loss (contrast)": final[2],
+        headline = {"loss, last 5 logs (no warmup)": final[0], "loss, last 5 logs (warmup)": final[1],
+                    "loss, last 5 logs (contrast)": final[2],
                     "first step, no warmup / warmup": ratio[0] / ratio[1] if None not in ratio and ratio[1] else None}
         return {"headline": headline, "arms": arms, "chance_loss": CHANCE_LOSS, "vocab": VOCAB, "lr": config.lr,
                 "steps": config.steps}
