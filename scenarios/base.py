@@ -110,6 +110,10 @@ class Scenario:
         """'What to look for': a takeaway and details, each a claim the frame proves."""
         raise NotImplementedError
 
+    def snippet(self, config: ScenarioConfig) -> str | None:
+        """Python the page shows under the mechanism: the library call this config amounts to."""
+        return None
+
     def arm_universe(self) -> list[str]:
         """Every arm label this scenario can produce, most common first: a label's colour is its
         place in this list, the same in every run and figure."""

@@ -129,6 +129,9 @@ class LoraRankSweep(Scenario):
                 "subspace": {"pair": list(pair), "top": min(k, pair[0]), "phi": phi} if pair and phi else None,
                 "peft_snippet": peft_snippet(ranks_of(config), config.alpha_rule, targets_of(config))}
 
+    def snippet(self, config: Config) -> str:
+        return peft_snippet(ranks_of(config), config.alpha_rule, targets_of(config))
+
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records, k, targets = Records(frame), config.k, targets_of(config)
         names = [arm for arm in arm_names(config) if records.has("loss", arm)]
