@@ -213,12 +213,12 @@ class RunStore:
                               (run_id,)).fetchall()
         return [dict(zip(("arm", "step", "kind", "message"), row)) for row in rows]
 
-    def list_runs(self, scenario: str | None = None, limit: int = 200) -> list[StoredRun]:
-        query, params = "SELECT * FROM runs", []
-        if scenario:
-            query, params = query + " WHERE scenario = ?", [scenario]
+    def list_runs(self, scenario: str | None = None, limit: int = 200, status: str | None = None) -> list[StoredRun]:
+        """The newest runs first, of one scenario and one status when given."""
+        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", status)) if value]
+        query = "SELECT * FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
         with self._connect() as db:
-            rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
         return [_stored(row) for row in rows]
 
     def count(self, scenario: str | None = None) -> int:
