@@ -30,9 +30,9 @@ class ProgressBar:
     """A sink that draws `[#####-----] 50%` on stderr (a line per 10% when not a terminal),
     and asks the run to stop once Ctrl-C was pressed."""
 
-    def __init__(self, label: str, stream=sys.stderr, width: int = 30) -> None:
-        self.label, self.stream, self.width = label, stream, width
-        self.tty = stream.isatty()
+    def __init__(self, label: str, stream=None, width: int = 30) -> None:
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.tty = self.stream.isatty()
         self._shown = -1
         self.stop = False  # set by the Ctrl-C handler
 

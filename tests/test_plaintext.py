@@ -1,11 +1,10 @@
 """Text from outside (a link, a file, an error) is shown as itself: one line, no markdown."""
+import markdown_it
 import pytest
 from hypothesis import given, settings, strategies as st
+from markdown_it.common.utils import escapeHtml
 
 from explorer.plaintext import WORD_JOINER, one_line, plain
-
-markdown_it = pytest.importorskip("markdown_it")
-from markdown_it.common.utils import escapeHtml  # noqa: E402
 
 MARKDOWN = markdown_it.MarkdownIt("commonmark")
 # NUL is replaced by U+FFFD by the CommonMark spec itself; every other character is fair game.
