@@ -26,6 +26,10 @@ class UsageError(ValueError):
     """A bad command line: one line, exit code 2."""
 
 
+class WriteError(OSError):
+    """The results could not be written after the run: one line, exit code 1."""
+
+
 class ProgressBar:
     """A sink that draws `[#####-----] 50%` on stderr (a line per 10% when not a terminal),
     and asks the run to stop once Ctrl-C was pressed."""
@@ -205,13 +209,10 @@ def write_outputs(out: Path, config: dict, frame, summary: dict, figures: dict, 
     from explorer.exports import write_run
     try:
         paths = write_run(out, config, frame, summary, figures, formats, plotlyjs)
-    except OSError as error:  # a full disk, a folder removed meanwhile: the run itself is kept
+    except Exception as error:  # a full disk, a folder removed meanwhile, no Chromium for PNG: the run is kept
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else f"{type(error).__name__}: {error}"
         kept = f"; the run is stored as run {run_id}" if run_id else ""
-        raise WriteError(f"could not write the results to {str(out)!r}: {error.strerror or error}{kept}") from None
+        raise WriteError(f"could not write the results to {str(out)!r}: {reason}{kept}") from None
     for path in paths:
         print(path, file=sys.stderr)
     return paths
-
-
-class WriteError(OSError):
-    """The results could not be written after the run: one line, exit code 1."""
