@@ -1,7 +1,17 @@
-"""Training Dynamics Explorer — `streamlit run app.py`. Pages come from the scenario registry."""
+"""Training Dynamics Explorer — `streamlit run app.py`. Pages come from the scenario registry.
+
+`app` is the server (Streamlit's `st.App`, found by `streamlit run`): it refuses requests whose
+Host is not a local name (explorer/hosts.py). Each page view runs this file as `__main__`.
+"""
 import streamlit as st
 
+from explorer import __version__
+from explorer.hosts import local_hosts_only
 from explorer.pages import build_navigation
 
-st.set_page_config(page_title="Training Dynamics Explorer", layout="wide")
-st.navigation(build_navigation()).run()
+app = st.App(__file__, middleware=local_hosts_only())
+
+if __name__ == "__main__":
+    st.set_page_config(page_title="Training Dynamics Explorer", layout="wide")
+    st.navigation(build_navigation()).run()
+    st.caption(f"Training Dynamics Explorer {__version__}")

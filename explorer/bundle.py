@@ -4,6 +4,9 @@ reproduces the run.
 
 Names are `<scenario>-<short config hash>-<figure>.<ext>`. Every piece goes through
 `safe_name`, and the hash is hex, so nothing in a file name comes from user input unescaped.
+A bundle of more than one HTML figure ships plotly.js once, as `plotly-<version>.min.js`
+beside them (explorer/exports.py), instead of 4.8 MB inside each; a single figure's own
+download is made standalone again (`standalone_html`).
 """
 import hashlib
 import io
@@ -16,7 +19,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from explorer.exports import safe_name, write_figures
+from explorer.exports import plotlyjs_name, safe_name, write_figures
 from explorer.store import canonical
 from explorer.view import View
 from scenarios.base import Scenario
@@ -59,14 +62,16 @@ def figure_pieces(names: list[str]) -> dict[str, str]:
     return pieces
 
 
-def figure_files(figures: dict[str, go.Figure], prefix: str,
-                 formats: tuple[str, ...] = FIGURE_FORMATS) -> dict[str, bytes]:
-    """`<prefix>-<figure>.<ext>` -> bytes; PNG and SVG from one kaleido (Chromium) start."""
+def figure_files(figures: dict[str, go.Figure], prefix: str, formats: tuple[str, ...] = FIGURE_FORMATS,
+                 plotlyjs: str = "auto") -> dict[str, bytes]:
+    """`<prefix>-<figure>.<ext>` -> bytes (and the shared plotly.js under its own name, which the
+    HTML files load); PNG and SVG from one kaleido (Chromium) start."""
     pieces = figure_pieces(list(figures))
     renamed = {pieces[name]: figure for name, figure in figures.items()}
     with tempfile.TemporaryDirectory(prefix="explorer-export-") as tmp:
-        paths = write_figures(renamed, Path(tmp), formats)
-        return {f"{prefix}-{path.name}": path.read_bytes() for path in paths}
+        paths = write_figures(renamed, Path(tmp), formats, plotlyjs)
+        return {(path.name if path.name == plotlyjs_name() else f"{prefix}-{path.name}"): path.read_bytes()
+                for path in paths}
 
 
 def readme_text(scenario: Scenario, config: dict[str, Any], commands: list[tuple[str, str]],
@@ -80,15 +85,19 @@ def readme_text(scenario: Scenario, config: dict[str, Any], commands: list[tuple
               "Config: " + json.dumps(config, sort_keys=True), ""]
     if notes:
         lines += ["What the figures show:"] + [f"  - {note}" for note in notes] + [""]
+    if plotlyjs_name() in files:
+        lines += [f"The HTML figures load plotly.js from {plotlyjs_name()} beside them: keep the folder together.",
+                  ""]
     lines += ["Files:"] + [f"  {name}" for name in files]
     return "\n".join(lines) + "\n"
 
 
 def bundle_files(scenario: Scenario, config: dict[str, Any], view: View, commands: list[tuple[str, str]],
-                 formats: tuple[str, ...] = FIGURE_FORMATS) -> dict[str, bytes]:
-    """Every export of one page view, by file name (README.txt included)."""
+                 formats: tuple[str, ...] = FIGURE_FORMATS, plotlyjs: str = "auto") -> dict[str, bytes]:
+    """Every export of one page view, by file name (README.txt included). `plotlyjs`: `auto`
+    (one shared plotly.js file for more than one figure), `embed` (inside each) or `file`."""
     prefix = stem(scenario, config)
-    files = figure_files(view.figures, prefix, formats)
+    files = figure_files(view.figures, prefix, formats, plotlyjs)
     files[f"{prefix}-metrics.csv"] = view.data.to_csv(index=False).encode()
     files[f"{prefix}-config.json"] = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
     files["README.txt"] = readme_text(scenario, config, commands, view.notes, sorted(files)).encode()

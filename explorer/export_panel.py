@@ -8,6 +8,8 @@ import streamlit as st
 
 from explorer.bundle import FIGURE_FORMATS, MIME, bundle_files, cli_command, figure_pieces, stem, zip_bytes
 from explorer.compare import Overlay
+from explorer.exports import standalone_html
+from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup
 from explorer.view import build_view
@@ -53,7 +55,8 @@ def export_panel(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: li
     with st.expander("Export", expanded=prepared is not None):
         st.caption("Each figure as PNG, SVG and standalone HTML (plotly.js inside: opens offline), the metrics as "
                    "CSV, the config as JSON, and one zip with all of it plus a README with the command that "
-                   "reproduces the run. What is exported is what the page shows, overlays and bands included.")
+                   "reproduces the run (its HTML figures share one plotly.js file beside them). What is exported "
+                   "is what the page shows, overlays and bands included.")
         if prepared is None:
             if st.button("Prepare downloads", key=f"prepare:{scenario.id}"):
                 with st.spinner("Rendering every figure as PNG and SVG (Chromium starts once; a few seconds)…"):
@@ -67,7 +70,7 @@ def export_panel(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: li
 def download_buttons(scenario: Scenario, prepared: dict) -> None:
     files, name = prepared["files"], prepared["stem"]
     if prepared["problem"]:
-        st.warning(prepared["problem"])
+        st.warning(plain(prepared["problem"]))
     st.download_button("Download everything (.zip)", data=_lazy(prepared["zip"]), file_name=f"{name}.zip",
                        mime=MIME["zip"], type="primary", on_click="ignore", key=f"dl:{scenario.id}:zip",
                        icon=":material/folder_zip:")
@@ -77,7 +80,8 @@ def download_buttons(scenario: Scenario, prepared: dict) -> None:
         for fmt in FIGURE_FORMATS:
             file = f"{name}-{piece}.{fmt}"
             if file in files:
-                row.download_button(fmt.upper(), data=_lazy(files[file]), file_name=file, mime=MIME[fmt],
+                data = _standalone(files[file]) if fmt == "html" else _lazy(files[file])
+                row.download_button(fmt.upper(), data=data, file_name=file, mime=MIME[fmt],
                                     on_click="ignore", key=f"dl:{scenario.id}:{file}")
     row = st.container(horizontal=True)
     for suffix, label in (("metrics.csv", "Metrics (CSV)"), ("config.json", "Config (JSON)")):
@@ -88,3 +92,7 @@ def download_buttons(scenario: Scenario, prepared: dict) -> None:
 
 def _lazy(data: bytes):
     return lambda: data  # sent only when the button is pressed, not on every rerun
+
+
+def _standalone(html: bytes):
+    return lambda: standalone_html(html)  # one figure alone: plotly.js back inside, made on the press

@@ -1,8 +1,11 @@
 """Writing a run to files: config.json, metrics.csv, summary.json and every figure.
 
 Figures are exported from the same `scenario.figures(frame, config)` the page draws.
-HTML embeds plotly.js, so a file opens offline; PNG and SVG go through kaleido, which
-drives the system's Chrome/Chromium (one browser start for all figures).
+An HTML figure needs plotly.js (4.8 MB) to open offline: `embed` puts it inside each file,
+`file` writes it once as `plotly-<version>.min.js` beside the figures, which load it from
+there (several figures are then not N x 4.8 MB; keep the folder together). `auto`, the
+default, is `file` when more than one HTML figure is written. PNG and SVG go through
+kaleido, which drives the system's Chrome/Chromium (one browser start for all figures).
 """
 import json
 import re
@@ -12,9 +15,29 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 IMAGE_FORMATS = ("png", "svg")
+PLOTLYJS_MODES = ("auto", "embed", "file")
 WIDTH, HEIGHT = 1000, 600
+
+
+def plotlyjs_name() -> str:
+    """The shared plotly.js file's name; the version in it, so a reused folder never mixes two."""
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
+def shared_plotlyjs(mode: str, html_figures: int) -> bool:
+    """Whether HTML figures load plotly.js from one file beside them (`auto`: when more than one)."""
+    if mode not in PLOTLYJS_MODES:
+        raise ValueError(f"plotly.js mode {mode!r} is not one of {', '.join(PLOTLYJS_MODES)}")
+    return mode == "file" or (mode == "auto" and html_figures > 1)
+
+
+def standalone_html(html: bytes) -> bytes:
+    """An HTML figure written with the shared file, with plotly.js put inside (opens on its own)."""
+    tag = f'<script charset="utf-8" src="{plotlyjs_name()}"></script>'.encode()
+    return html.replace(tag, b"<script>" + get_plotlyjs().encode() + b"</script>", 1)
 
 
 def safe_name(text: str) -> str:
@@ -22,13 +45,20 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "figure"
 
 
-def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
+def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, ...] = ("html", "png"),
+                  plotlyjs: str = "auto") -> list[Path]:
+    """Each figure in each format; with a shared plotly.js, its file first in the list."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if "html" in formats:
+        include: str | bool = True
+        if shared_plotlyjs(plotlyjs, len(figures)):
+            include = plotlyjs_name()
+            (out / include).write_text(get_plotlyjs(), encoding="utf-8")  # rewritten: never a stale copy
+            written.append(out / include)
         for name, figure in figures.items():
             path = out / f"{safe_name(name)}.html"
-            figure.write_html(path, include_plotlyjs=True, full_html=True)
+            figure.write_html(path, include_plotlyjs=include, full_html=True)
             written.append(path)
     images = [(figure, out / f"{safe_name(name)}.{fmt}", fmt)
               for fmt in formats if fmt in IMAGE_FORMATS for name, figure in figures.items()]
@@ -40,10 +70,11 @@ def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, 
 
 
 def write_run(out: Path, config: dict[str, Any], frame: pd.DataFrame, summary: dict[str, Any],
-              figures: dict[str, go.Figure], formats: tuple[str, ...] = ("html", "png")) -> list[Path]:
+              figures: dict[str, go.Figure], formats: tuple[str, ...] = ("html", "png"),
+              plotlyjs: str = "auto") -> list[Path]:
     """Everything a run produced, in `out`. Returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     frame[["arm", "step", "metric", "value"]].to_csv(out / "metrics.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    return [out / "config.json", out / "metrics.csv", out / "summary.json"] + write_figures(figures, out, formats)
+    return [out / "config.json", out / "metrics.csv", out / "summary.json"] + write_figures(figures, out, formats, plotlyjs)

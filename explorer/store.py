@@ -8,9 +8,15 @@ A run is written in one transaction at the end — its row, its records and its 
 together — so a process killed mid-run leaves nothing behind that looks complete.
 Results are keyed by scenario id + canonical config + code version: the same config on
 the same code is served from here instead of being trained again.
+
+Non-finite values are kept as such. SQLite stores a NaN as NULL, so a record's `value` is
+NULL exactly when it is not finite, and its `nonfinite` column says which it was ('nan',
+'inf', '-inf'); reading puts the float back. (Schema 1 had `value REAL NOT NULL`, so one
+NaN made a run unsaveable; opening a schema-1 store migrates it, in one transaction.)
 """
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -23,11 +29,19 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
 DEFAULT_PATH = Path.home() / ".cache" / "training-dynamics-explorer" / "runs.sqlite3"
 
-_SCHEMA = """
+_RECORDS = """
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    arm TEXT NOT NULL, step INTEGER NOT NULL, metric TEXT NOT NULL,
+    value REAL,      -- NULL exactly when the value is not finite (SQLite keeps no NaN)
+    nonfinite TEXT,  -- then which: 'nan' | 'inf' | '-inf'
+    CHECK ((value IS NULL) = (nonfinite IS NOT NULL)),
+    CHECK (nonfinite IS NULL OR nonfinite IN ('nan', 'inf', '-inf'))
+"""
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id       TEXT PRIMARY KEY,
     scenario     TEXT NOT NULL,
@@ -42,16 +56,39 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs(key, status);
 CREATE INDEX IF NOT EXISTS runs_scenario ON runs(scenario, created_at);
-CREATE TABLE IF NOT EXISTS records (
-    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-    arm TEXT NOT NULL, step INTEGER NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL
-);
+CREATE TABLE IF NOT EXISTS records ({_RECORDS});
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE TABLE IF NOT EXISTS events (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
     arm TEXT NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL
 );
 """
+# Schema 1 -> 2: records gains `nonfinite` and loses NOT NULL on `value` (a rebuild in SQLite).
+# Schema 1 could hold ±inf (never NaN); they move to the flag column, rows keep their order.
+_MIGRATE_1_TO_2 = f"""
+ALTER TABLE records RENAME TO records_v1;
+DROP INDEX IF EXISTS records_run;
+CREATE TABLE records ({_RECORDS});
+INSERT INTO records (rowid, run_id, arm, step, metric, value, nonfinite)
+    SELECT rowid, run_id, arm, step, metric,
+           CASE WHEN value IN (9e999, -9e999) THEN NULL ELSE value END,
+           CASE value WHEN 9e999 THEN 'inf' WHEN -9e999 THEN '-inf' END
+    FROM records_v1 ORDER BY rowid;
+DROP TABLE records_v1;
+CREATE INDEX records_run ON records(run_id);
+"""
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class StoreError(ValueError):
+    """The run store cannot be opened (a bad EXPLORER_STORE, a file that is not a store). One line."""
+
+
+def encode_value(value: float) -> tuple[float | None, str | None]:
+    """A record's value as its two columns: (value, None) when finite, else (None, its name)."""
+    if math.isfinite(value):
+        return value, None
+    return None, "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -78,27 +115,40 @@ class StoredRun:
 class RunStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path or os.environ.get("EXPLORER_STORE") or DEFAULT_PATH)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # Two processes opening a new store at once can meet SQLite's "locked" answer without its
         # busy handler being asked (switching to WAL, or a read lock that must upgrade): retry.
         deadline = time.monotonic() + 30
         while True:
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._create()
                 return
             except sqlite3.OperationalError as error:
-                if "locked" not in str(error) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                if "locked" in str(error) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise self._error(error) from None
+            except (OSError, sqlite3.Error) as error:  # a directory, a read-only place, not a database
+                raise self._error(error) from None
+
+    def _error(self, error: Exception) -> "StoreError":
+        reason = getattr(error, "strerror", None) or str(error)
+        return StoreError(" ".join(f"the run store {self.path} cannot be used: {reason} "
+                                   "(set EXPLORER_STORE to another file)".split()))
 
     def _create(self) -> None:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")  # persistent: set once, kept by the file
+            db.execute("BEGIN IMMEDIATE")  # one opener at a time creates or migrates
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path} has schema version {version}; this code knows up to {SCHEMA_VERSION}")
-            db.executescript(_SCHEMA)
+                raise StoreError(f"the run store {self.path} has schema version {version}; this code knows up to "
+                                 f"{SCHEMA_VERSION} (set EXPLORER_STORE to another file)")
+            if version == 1:
+                _script(db, _MIGRATE_1_TO_2)
+            _script(db, _SCHEMA)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")  # an error before this: closing the connection rolls back
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -123,8 +173,8 @@ class RunStore:
                     run_id, scenario, canonical(config), result_key(scenario, config if key is None else key, code_version),
                     code_version,
                     status, time.time(), duration_s, json.dumps(summary), error))
-                db.executemany("INSERT INTO records VALUES (?,?,?,?,?)",
-                               ((run_id, arm, int(step), metric, float(value))
+                db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)",
+                               ((run_id, arm, int(step), metric, *encode_value(float(value)))
                                 for arm, step, metric, value in frame[["arm", "step", "metric", "value"]].itertuples(index=False)))
                 db.executemany("INSERT INTO events VALUES (?,?,?,?,?)",
                                ((run_id, e["arm"], e["step"], e["kind"], e["message"]) for e in events))
@@ -149,9 +199,13 @@ class RunStore:
         return _stored(row) if row else None
 
     def frame(self, run_id: str) -> pd.DataFrame:
+        """The run's records as saved: `arm, step, metric, value`, NaN and ±inf included."""
         with self._connect() as db:
-            return pd.read_sql_query(
-                "SELECT arm, step, metric, value FROM records WHERE run_id = ? ORDER BY rowid", db, params=(run_id,))
+            frame = pd.read_sql_query("SELECT arm, step, metric, value, nonfinite FROM records WHERE run_id = ? "
+                                      "ORDER BY rowid", db, params=(run_id,))
+        nonfinite = frame.pop("nonfinite")
+        frame["value"] = frame["value"].astype(float).mask(nonfinite.notna(), nonfinite.map(NONFINITE))
+        return frame
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         with self._connect() as db:
@@ -159,12 +213,12 @@ class RunStore:
                               (run_id,)).fetchall()
         return [dict(zip(("arm", "step", "kind", "message"), row)) for row in rows]
 
-    def list_runs(self, scenario: str | None = None, limit: int = 200) -> list[StoredRun]:
-        query, params = "SELECT * FROM runs", []
-        if scenario:
-            query, params = query + " WHERE scenario = ?", [scenario]
+    def list_runs(self, scenario: str | None = None, limit: int = 200, status: str | None = None) -> list[StoredRun]:
+        """The newest runs first, of one scenario and one status when given."""
+        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", status)) if value]
+        query = "SELECT * FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
         with self._connect() as db:
-            rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*params, limit)).fetchall()
+            rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
         return [_stored(row) for row in rows]
 
     def count(self, scenario: str | None = None) -> int:
@@ -177,6 +231,13 @@ class RunStore:
     def delete(self, run_id: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Statements one by one inside the caller's transaction (`executescript` would commit it)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
 
 
 def _stored(row: tuple) -> StoredRun:

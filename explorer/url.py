@@ -5,7 +5,9 @@ bar always reproduces the page (a page still at its defaults keeps its bare URL,
 the same). When a page is entered with settings in its URL (a shared link, a reload, "Open"
 on the Runs page), each value is checked through the scenario's pydantic Config; a bad one
 gets a warning that names the field and what is allowed, and the field keeps its default.
-Nothing else goes into the URL.
+Nothing else goes into the URL. A warning quotes what the link said, so it is one line of
+plain text (explorer/plaintext.py): a crafted link shows its characters, never a link,
+an image or styled text inside the app's own warning.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ from typing import Any
 import streamlit as st
 
 from explorer.controls import widget_key
+from explorer.plaintext import one_line, plain
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 
@@ -21,7 +24,7 @@ from scenarios.base import ConfigError, Scenario, ScenarioConfig
 class Restored:
     """What a page load read from its URL."""
     values: dict[str, Any]                 # field -> valid value, ready for the widgets
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # plain text, one line each (not markdown)
 
 
 def to_query(value: Any) -> str:
@@ -43,18 +46,19 @@ def parse_query(scenario: Scenario, params: Mapping[str, str]) -> Restored:
     warnings: list[str] = []
     for name, raw in params.items():
         if name not in specs:
-            warnings.append(f"The link's parameter `{name}` is not a setting of this page and was ignored "
-                            f"(settings: {', '.join(specs)}).")
+            warnings.append(one_line(f"The link's parameter {name!r} is not a setting of this page and was "
+                                     f"ignored (settings: {', '.join(specs)})."))
             continue
         spec = specs[name]
         try:
             values[name] = getattr(scenario.validate({name: _coerce(spec, raw)}), name)
         except ConfigError as error:
-            warnings.append(f"The link's `{name}` was not used: {error}. Using the default, {spec['default']!r}.")
+            warnings.append(one_line(f"The link's {name} was not used: {error}. Using the default, "
+                                     f"{spec['default']!r}."))
     try:
         scenario.validate(values)
     except ConfigError as error:  # each value fine alone, the combination refused by the Config
-        warnings.append(f"The link's settings were not used together: {error}. Using the defaults.")
+        warnings.append(one_line(f"The link's settings were not used together: {error}. Using the defaults."))
         values = {}
     return Restored(values, warnings)
 
@@ -125,4 +129,4 @@ def show_warnings(scenario: Scenario, config: ScenarioConfig | None) -> None:
         st.session_state.pop(_warnings_key(scenario), None)
         return
     for message in warnings:
-        st.warning(message, icon=":material/link_off:")
+        st.warning(plain(message), icon=":material/link_off:")

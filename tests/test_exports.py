@@ -8,9 +8,11 @@ import zipfile
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from plotly.offline import get_plotlyjs
 
 from explorer.bundle import bundle_files, cli_command, config_hash, figure_pieces, stem, zip_bytes
 from explorer.cli import build_parser, parse_sets
+from explorer.exports import plotlyjs_name, standalone_html, write_figures
 from explorer.runs import RunHandle
 from explorer.view import View, build_view
 from scenarios import get_scenario
@@ -52,14 +54,20 @@ def test_the_bundle_holds_csv_config_readme_and_html_figures() -> None:
     config, view = tiny_view()
     files = bundle_files(SCENARIO, config, view, [("this run", cli_command(SCENARIO, config))], formats=("html",))
     prefix = stem(SCENARIO, config)
+    assert len(view.figures) > 1
     assert set(files) == {f"{prefix}-{name}.html" for name in view.figures} | {
-        f"{prefix}-metrics.csv", f"{prefix}-config.json", "README.txt"}
+        f"{prefix}-metrics.csv", f"{prefix}-config.json", "README.txt", plotlyjs_name()}
     assert json.loads(files[f"{prefix}-config.json"]) == config
     metrics = pd.read_csv(io.BytesIO(files[f"{prefix}-metrics.csv"]))
     assert list(metrics.columns) == COLUMNS and len(metrics) == len(view.data)
     html = files[f"{prefix}-loss.html"].decode()
-    assert "<html" in html and len(html) > 1_000_000, "plotly.js is embedded, so the file opens offline"
+    assert "<html" in html and f'src="{plotlyjs_name()}"' in html and len(html) < 200_000, \
+        f"{len(html)} bytes: the figures share one plotly.js beside them"
+    assert files[plotlyjs_name()].decode() == get_plotlyjs()
+    alone = standalone_html(files[f"{prefix}-loss.html"]).decode()
+    assert plotlyjs_name() not in alone and get_plotlyjs() in alone, "a single download opens on its own"
     readme = files["README.txt"].decode()
+    assert f"load plotly.js from {plotlyjs_name()}" in readme
     assert "python -m explorer run vanishing-gradients --set depth=4" in readme and prefix + "-loss.html" in readme
 
     archive = zipfile.ZipFile(io.BytesIO(zip_bytes(files, prefix)))
@@ -76,7 +84,20 @@ def test_png_and_svg_come_from_one_kaleido_call() -> None:
         assert b"<svg" in files[f"{prefix}-{name}.svg"][:400], name
 
 
+@pytest.mark.parametrize("mode, count, shared", [("auto", 1, False), ("auto", 3, True), ("embed", 3, False),
+                                                 ("file", 1, True)])
+def test_html_figures_share_one_plotlyjs_file_when_there_are_several(tmp_path, mode, count, shared) -> None:
+    figures = {f"f{i}": go.Figure(go.Scatter(y=[i, 1])) for i in range(count)}
+    paths = write_figures(figures, tmp_path, formats=("html",), plotlyjs=mode)
+    sizes = {p.name: p.stat().st_size for p in paths}
+    assert (plotlyjs_name() in sizes) is shared, sizes
+    plotlyjs_copies = (sum(sizes.values()) - 100_000 * count) / len(get_plotlyjs())
+    assert round(plotlyjs_copies) == (1 if shared else count), sizes
+    for i in range(count):
+        html = (tmp_path / f"f{i}.html").read_text()
+        assert (f'src="{plotlyjs_name()}"' in html) is shared and (len(html) > 1_000_000) is not shared
+
+
 def test_a_figure_named_by_user_input_cannot_escape_the_folder(tmp_path) -> None:
-    from explorer.exports import write_figures
     paths = write_figures({"../../evil name": go.Figure()}, tmp_path, formats=("html",))
     assert [p.parent for p in paths] == [tmp_path] and paths[0].name == "evil-name.html"

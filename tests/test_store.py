@@ -1,4 +1,5 @@
 """The run store: keyed results, concurrent writers, and no half-written runs."""
+import math
 import os
 import signal
 import sqlite3
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from explorer.store import SCHEMA_VERSION, RunStore
+from explorer.store import SCHEMA_VERSION, RunStore, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAME = pd.DataFrame({"arm": ["a", "a"], "step": [0, 1], "metric": ["loss", "loss"], "value": [0.7, 0.6]})
@@ -51,8 +52,68 @@ def test_store_uses_wal_and_a_schema_version(isolated_store) -> None:
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
-    with pytest.raises(RuntimeError, match="schema version"):
+    with pytest.raises(StoreError, match="schema version"):
         RunStore()
+
+
+def test_nan_and_infinities_are_stored_and_read_back_as_such(isolated_store) -> None:
+    """SQLite turns a NaN into NULL; the store keeps which non-finite value it was."""
+    values = [0.5, math.nan, math.inf, -math.inf, -0.0, 1e308]
+    frame = pd.DataFrame({"arm": ["a"] * 6, "step": range(6), "metric": ["loss"] * 6, "value": values})
+    store = RunStore()
+    run_id = store.save("demo", {"a": 1}, "v1", "diverged", frame, {"final": math.nan})
+    back = store.frame(run_id)
+    assert back["value"].tolist()[:1] + back["value"].tolist()[2:] == [0.5, math.inf, -math.inf, 0.0, 1e308]
+    assert math.isnan(back["value"][1]), back
+    assert back["value"].dtype == float and math.isnan(store.get(run_id).summary["final"])
+    empty = store.save("demo", {"a": 2}, "v1", "stopped", frame.iloc[:0], {})
+    assert store.frame(empty).empty and store.frame(empty)["value"].dtype == float
+
+
+SCHEMA_1 = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, config_json TEXT NOT NULL, key TEXT NOT NULL,
+    code_version TEXT NOT NULL, status TEXT NOT NULL, created_at REAL NOT NULL, duration_s REAL NOT NULL,
+    summary_json TEXT NOT NULL, error TEXT);
+CREATE INDEX runs_key ON runs(key, status);
+CREATE INDEX runs_scenario ON runs(scenario, created_at);
+CREATE TABLE records (run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    arm TEXT NOT NULL, step INTEGER NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL);
+CREATE INDEX records_run ON records(run_id);
+CREATE TABLE events (run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    arm TEXT NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_schema_1_store_is_migrated_with_its_runs(isolated_store) -> None:
+    """A store written by the old code (value NOT NULL, ±inf as REAL) opens as schema 2, runs intact."""
+    db = sqlite3.connect(isolated_store)
+    db.executescript(SCHEMA_1)
+    db.execute("INSERT INTO runs VALUES ('old', 'demo', '{}', 'k', 'v1', 'finished', 1.0, 2.0, '{}', NULL)")
+    db.executemany("INSERT INTO records VALUES ('old', 'a', ?, 'loss', ?)",
+                   [(0, 0.7), (1, math.inf), (2, -math.inf), (3, 0.5)])
+    db.commit()
+    db.close()
+    store = RunStore()
+    assert sqlite3.connect(isolated_store).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store.frame("old")["value"].tolist() == [0.7, math.inf, -math.inf, 0.5]
+    assert store.get("old").status == "finished" and [r.run_id for r in store.list_runs()] == ["old"]
+    nan = pd.DataFrame({"arm": ["a"], "step": [0], "metric": ["loss"], "value": [math.nan]})
+    assert math.isnan(store.frame(store.save("demo", {}, "v1", "diverged", nan, {}))["value"][0])
+    store.delete("old")
+    assert store.frame("old").empty, "records still cascade with their run"
+
+
+@pytest.mark.parametrize("where", ["a directory", "not a database", "under a file", "a read-only place"])
+def test_a_bad_store_path_is_one_line_error(tmp_path, where) -> None:
+    path = {"a directory": tmp_path, "not a database": tmp_path / "notes.txt",
+            "under a file": tmp_path / "notes.txt" / "two\nlines.sqlite3",
+            "a read-only place": Path("/proc/explorer-test/runs.sqlite3")}[where]
+    (tmp_path / "notes.txt").write_text("hello\n" * 1000)
+    with pytest.raises(StoreError) as error:
+        RunStore(path)
+    message = str(error.value)
+    assert "\n" not in message and "cannot be used" in message and "EXPLORER_STORE" in message, message
 
 
 WRITER = textwrap.dedent("""

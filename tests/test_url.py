@@ -1,8 +1,11 @@
 """The shareable URL: a page's config round-trips through its query string, and a bad link
 never crashes the page — it says which field was wrong and uses the default."""
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.plaintext import WORD_JOINER
 from explorer.url import config_query, parse_query, to_query
 from scenarios import all_scenarios, get_scenario
 
@@ -19,6 +22,11 @@ def open_page(query: dict[str, str] | None = None, scenario_id: str = SCENARIO_I
     at = AppTest.from_function(scenario_page, args=(scenario_id,), default_timeout=60)
     at.query_params.update(query or {})
     return at.run()
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of an escaped markdown body: the backslashes and word joiners gone."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")
 
 
 def widget_values(at: AppTest, scenario_id: str = SCENARIO_ID) -> dict:
@@ -53,7 +61,8 @@ def test_a_bad_value_names_the_field_and_falls_back_to_the_default() -> None:
     text = " ".join(restored.warnings)
     assert "depth must be an integer from 2 to 64" in text and "default, 10" in text
     assert "activation must be one of sigmoid, tanh, relu, gelu" in text
-    assert "width" in text and "`colour` is not a setting" in text
+    assert "width" in text and "'colour' is not a setting" in text
+    assert all("\n" not in w for w in restored.warnings)
 
 
 def test_url_round_trip_config_to_query_to_a_new_session() -> None:
@@ -86,15 +95,34 @@ def test_a_link_with_a_value_between_the_log_steps_still_draws_its_slider() -> N
 def test_invalid_query_values_warn_on_the_page_and_use_defaults() -> None:
     at = open_page({"depth": "65", "activation": "swish", "steps": "20", "nope": "1"})
     assert not at.exception
-    warnings = " ".join(w.value for w in at.warning)
+    warnings = " ".join(shown(w.value) for w in at.warning)
     assert "depth=65 is not allowed" in warnings and "depth must be an integer from 2 to 64" in warnings
-    assert "activation must be one of" in warnings and "`nope`" in warnings
+    assert "activation must be one of" in warnings and "'nope'" in warnings
     assert at.sidebar.slider(key=f"{SCENARIO_ID}.depth").value == 10
     assert at.sidebar.slider(key=f"{SCENARIO_ID}.steps").value == 20, "the valid value is kept"
     assert at.query_params["depth"] == "10" and "nope" not in at.query_params
 
     at.sidebar.slider(key=f"{SCENARIO_ID}.width").set_value(32).run()
     assert not at.warning, "the warnings go once the person changes a setting"
+
+
+CRAFTED = {"[click](https://evil.example)": "1", "depth": "![x](https://evil.example/x.png)\n**two**",
+           "activation": ":red[styled] <b>html</b> $x^2$ www.evil.example"}
+
+
+def test_a_crafted_link_is_warned_about_in_plain_text_on_one_line() -> None:
+    """Markdown in a link's names and values reaches the warning escaped: no link, image or style."""
+    at = open_page(CRAFTED)
+    assert not at.exception
+    bodies = [w.value for w in at.warning]
+    assert len(bodies) == 3, bodies
+    for body in bodies:
+        assert "\n" not in body, body
+        assert re.search(r"(?<!\\)[\[\]()*:$<>]", body.replace("\\\\", "")) is None, f"unescaped markup in {body!r}"
+    text = " ".join(shown(b) for b in bodies)
+    assert "'[click](https://evil.example)' is not a setting" in text
+    assert "![x](https://evil.example/x.png) **two**" in text, "the newline became a space"
+    assert ":red[styled] <b>html</b> $x^2$ www.evil.example" in text
 
 
 @pytest.mark.slow

@@ -1,0 +1,32 @@
+"""Text that came from outside (a link, a config file, an error message) shown as text.
+
+Streamlit renders the body of `st.warning` / `st.error` / `st.info` as markdown, with its own
+extras: a crafted link such as `?[click](https://evil.example)=1` would put a clickable link,
+an external image, coloured text, LaTeX or an icon inside the app's own warning. `plain`
+makes one line of the text (a newline in a value would start a second message line) and
+puts a backslash before every ASCII punctuation character — CommonMark lets any of them be
+escaped, so each shows as itself and none starts markup (`:`, `[`, `$`, `<`, `*`, `_` ...).
+GitHub-flavoured markdown also turns bare `https://...`, `www....` and `name@host` into links
+after escapes are read, so an invisible word joiner (U+2060) goes where such a link would
+start: the text reads the same and links nowhere.
+"""
+import re
+
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_LINK_STARTS = re.compile(r"(?i)(?<=www)(?=\.)|(?=://)|(?=@)")  # where GFM's bare autolinks begin
+WORD_JOINER = "\u2060"
+
+
+def one_line(text: object) -> str:
+    """Runs of whitespace (newlines included) become one space."""
+    return " ".join(str(text).split())
+
+
+def escape_markdown(text: str) -> str:
+    """Each markdown-active character behind a backslash: rendered, the text reads as given."""
+    return _PUNCTUATION.sub(r"\\\1", _LINK_STARTS.sub(WORD_JOINER, text))
+
+
+def plain(text: object) -> str:
+    """One line of literal text for a markdown body (st.warning, st.error, st.caption)."""
+    return escape_markdown(one_line(text))

@@ -1,0 +1,117 @@
+"""DNS rebinding: the server answers local names only, on HTTP and on the websocket upgrade."""
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from explorer.hosts import LOCAL_HOSTS, LocalHostsOnly, host_allowed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("host, allowed", [
+    ("localhost", True), ("localhost:8501", True), ("LOCALHOST.:8501", True), ("127.0.0.1:8501", True),
+    ("[::1]:8501", True), ("app.localhost:8501", True),
+    ("evil.example", False), ("evil.example:8501", False), ("localhost.evil.example", False),
+    ("127.0.0.2", False), ("192.0.2.2:8501", False), ("", False), (None, False), ("localhost:99999", False),
+    ("localhost:abc", False), ("user@localhost", False), ("localhost/path", False), ("evillocalhost", False),
+])
+def test_only_local_names_are_allowed(host, allowed) -> None:
+    assert host_allowed(host, LOCAL_HOSTS) is allowed, host
+
+
+def test_the_config_lists_the_local_names() -> None:
+    """One list: Streamlit checks its websocket against it, explorer/hosts.py every request."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert tuple(config["server"]["allowedHosts"]) == LOCAL_HOSTS
+    assert config["server"]["address"] == "localhost"
+
+
+def test_app_py_is_the_server_with_the_host_check() -> None:
+    """`streamlit run app.py` finds `app` (st.App) in app.py, built with the middleware."""
+    from streamlit.web.server.app_discovery import discover_asgi_app
+    found = discover_asgi_app(ROOT / "app.py")
+    assert found.is_asgi_app and found.app_name == "app", found
+    assert "st.App(__file__, middleware=local_hosts_only())" in (ROOT / "app.py").read_text()
+
+
+def asgi_call(scope_type: str, host: bytes) -> list[dict]:
+    sent: list[dict] = []
+    reached: list[str] = []
+
+    async def inner(scope, receive, send):
+        reached.append(scope["type"])
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "websocket.connect"}
+
+    scope = {"type": scope_type, "path": "/", "headers": [(b"host", host)]}
+    asyncio.run(LocalHostsOnly(inner, LOCAL_HOSTS)(scope, receive, send))
+    return sent if not reached else [{"type": "reached"}]
+
+
+def test_the_middleware_refuses_http_and_websockets_for_other_hosts() -> None:
+    assert asgi_call("http", b"localhost:8501") == [{"type": "reached"}]
+    assert asgi_call("websocket", b"127.0.0.1:8501") == [{"type": "reached"}]
+    refused = asgi_call("http", b"evil.example:8501")
+    assert refused[0]["type"] == "http.response.start" and refused[0]["status"] == 400, refused
+    assert asgi_call("websocket", b"evil.example") == [{"type": "websocket.close", "code": 1008}]
+
+
+def status_line(port: int, host: str, path: str = "/", upgrade: bool = False) -> str:
+    """The first line of the server's answer to a request with this Host header."""
+    headers = [f"GET {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
+    if upgrade:
+        headers[2:] = ["Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13",
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode())
+        return sock.makefile("rb").readline().decode().strip()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "EXPLORER_STORE": str(tmp_path / "runs.sqlite3")}
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if status_line(port, f"localhost:{port}", "/_stcore/health").endswith("200 OK"):
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.3)
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+@pytest.mark.slow
+def test_a_started_server_refuses_other_hosts_on_http_and_the_websocket(server) -> None:
+    port = server
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        assert status_line(port, host).endswith("200 OK"), host
+        assert " 101 " in status_line(port, host, "/_stcore/stream", upgrade=True), host
+    for host in (f"evil.example:{port}", "evil.example", f"localhost.evil.example:{port}"):
+        assert " 400 " in status_line(port, host), host
+        assert " 400 " in status_line(port, host, "/_stcore/health"), host
+        answer = status_line(port, host, "/_stcore/stream", upgrade=True)
+        assert " 101 " not in answer and " 403 " in answer, (host, answer)

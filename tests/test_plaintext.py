@@ -1,0 +1,43 @@
+"""Text from outside (a link, a file, an error) is shown as itself: one line, no markdown."""
+import markdown_it
+import pytest
+from hypothesis import given, settings, strategies as st
+from markdown_it.common.utils import escapeHtml
+
+from explorer.plaintext import WORD_JOINER, one_line, plain
+
+MARKDOWN = markdown_it.MarkdownIt("commonmark")
+# NUL is replaced by U+FFFD by the CommonMark spec itself; every other character is fair game.
+TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=80)
+ACTIVE = st.lists(st.sampled_from(list("[]()!*_`~#>-+=|\\<>&$:@./ \n\t") + ["www", "https", "1.", "a"]),
+                  max_size=40).map("".join)
+
+
+def rendered_as_text(text: str) -> None:
+    html = MARKDOWN.render(plain(text))
+    expected = escapeHtml(one_line(text).replace(WORD_JOINER, ""))
+    seen = html.replace(WORD_JOINER, "")
+    assert seen == (f"<p>{expected}</p>\n" if expected else ""), f"{text!r} rendered as {html!r}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(TEXT, ACTIVE))
+def test_any_text_renders_as_one_paragraph_of_itself(text: str) -> None:
+    rendered_as_text(text)
+
+
+@pytest.mark.parametrize("text", [
+    "[click](https://evil.example)", "![img](https://evil.example/x.png)", "**bold** _it_ `code`",
+    "# heading", "> quote", "- item", "1. item", "<img src=x onerror=alert(1)>", "&lt;b&gt;", "a\\\nb",
+    "line one\nline two", "| a | b |", "    indented code", "~~~fence", "https://evil.example/a_b_",
+])
+def test_known_markup_is_shown_literally(text: str) -> None:
+    rendered_as_text(text)
+    assert "\n" not in plain(text)
+
+
+def test_bare_links_get_a_word_joiner_where_they_would_start() -> None:
+    """GFM links bare URLs and e-mail addresses after escapes are read: an invisible joiner stops it."""
+    assert plain("see https://evil.example or www.evil.example or me@evil.example") == (
+        f"see https{WORD_JOINER}\\:\\/\\/evil\\.example or www{WORD_JOINER}\\.evil\\.example or "
+        f"me{WORD_JOINER}\\@evil\\.example")
