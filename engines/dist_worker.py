@@ -91,21 +91,20 @@ def step_loss(model: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tensor, tor
 def measured_step(model: nn.Module, optimizer, tokens: torch.Tensor, strategy: str, device: torch.device,
                   timeline: bool) -> tuple[torch.Tensor, dict[str, float], Timeline | None]:
     """One step inside the trackers: its loss, and what it measured (memory by phase and at the
-    peak, exact local bytes, DTensor shards, dtypes, collectives; rank 0's timeline)."""
+    peak, exact local bytes, DTensor shards, dtypes; rank 0's timeline)."""
     marks = None
     with contextlib.ExitStack() as measuring:
         phases = measuring.enter_context(Phases(model, optimizer, strategy, device))
         if timeline:
             marks = measuring.enter_context(Timeline(phases))
             marks.mark("step start")
-        with Collectives() as collectives:
-            logits, loss = step_loss(model, tokens)
-            phases.take("after forward")
-            loss.backward()
-            phases.take("after backward")
-            if marks is not None:
-                marks.mark("after backward")
-            optimizer.step()
+        logits, loss = step_loss(model, tokens)
+        phases.take("after forward")
+        loss.backward()
+        phases.take("after backward")
+        if marks is not None:
+            marks.mark("after backward")
+        optimizer.step()
         phases.take("after optimizer step")
         phases.take("peak", "peak")
         metrics = {f"{phase}/{category}": value for phase, cats in phases.snapshots.items()
@@ -113,17 +112,27 @@ def measured_step(model: nn.Module, optimizer, tokens: torch.Tensor, strategy: s
         metrics.update({"exact/parameters": local_bytes(model.parameters()),
                         "exact/gradients": local_bytes(p.grad for p in model.parameters()),
                         "exact/optimizer state": local_bytes(optimizer_tensors(optimizer))})
-        metrics.update({**shard_layout(model), **precision(logits, optimizer), **collectives.metrics()})
+        metrics.update({**shard_layout(model), **precision(logits, optimizer)})
         if marks is not None:
             marks.mark("after optimizer step")
     return loss, metrics, marks
 
 
+def counted_step(model: nn.Module, optimizer, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    """One step with its collectives counted by kind (kept apart from the measured step: the
+    counting mode changes what the memory tracker files under activations)."""
+    with Collectives() as collectives:
+        loss = step_loss(model, tokens)[1]
+        loss.backward()
+        optimizer.step()
+    return loss, collectives.metrics()
+
+
 def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit,
                  snapshot_dir: str | None = None) -> None:
-    """One arm: the same seeded model and data under `strategy`, step 1 measured (step 0
-    creates Adam's state lazily; a steady step is measured), until the steps end or the
-    all-reduced loss is not finite."""
+    """One arm: the same seeded model and data under `strategy`; step 0's collectives counted,
+    step 1 measured (step 0 creates Adam's state lazily: a steady step is measured), until the
+    steps end or the all-reduced loss is not finite."""
     torch.manual_seed(job["seed"])  # the same initial weights on every rank and every strategy
     model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
     sizes = sizes_of(model)
@@ -132,12 +141,14 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     optimizer = opt_class(model.parameters(), lr=job["lr"])
     data = torch.Generator().manual_seed(job["seed"] * 1000 + rank)  # each rank its own shard, the same for every strategy
     measure_step = min(1, job["steps"] - 1)
-    measured, timeline = None, None
+    measured, timeline, counts = None, None, {}
     for step in range(job["steps"]):
         tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
         if step == measure_step:
             loss, measured, timeline = measured_step(model, optimizer, tokens, strategy, device,
                                                      bool(job.get("timeline")) and rank == 0)
+        elif step == 0:
+            loss, counts = counted_step(model, optimizer, tokens)
         else:
             loss = step_loss(model, tokens)[1]
             loss.backward()
@@ -152,7 +163,7 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
             break
         emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": loss_value}})
     if measured is not None:
-        measured.update(sizes)
+        measured.update({**counts, **sizes})
         measured.update({"on_cuda": float(device.type == "cuda"), **{f"shape/{k}": float(job[k]) for k in SHAPE_KEYS}})
         if timeline is not None:
             measured.update(timeline.metrics(job["layers"]))

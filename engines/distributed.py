@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 BOUNDARIES = ("forward start", "forward end", "backward start", "backward end")
+# The collectives a rank's step is counted in (engines.shards), and the op names of each kind.
+COLLECTIVES = {"all-reduce": ("allreduce", "all_reduce"), "all-gather": ("allgather", "all_gather"),
+               "reduce-scatter": ("reduce_scatter",), "broadcast": ("broadcast",)}
 
 
 def timeline_labels(layers: int) -> list[str]:

@@ -8,7 +8,7 @@ placement and its global and local rows; `local_bytes` counts the bytes a rank r
 holds. `precision` reads the dtypes a step used: the forward's output (the compute
 dtype; bf16 under a `MixedPrecisionPolicy`), the parameters the optimizer updates (the
 master weights, fp32) and Adam's moments. `Collectives` counts the collectives of a step
-by kind with torch's `CommDebugMode` (DDP: the gradient buckets' all-reduce; FSDP: an
+by kind with torch's `CommDebugMode` (on a step the memory trackers do not watch) (DDP: the gradient buckets' all-reduce; FSDP: an
 all-gather per unit in forward, again in backward when it resharded, and a reduce-scatter
 of the gradients per unit).
 """
@@ -17,8 +17,8 @@ from collections import Counter
 import torch
 from torch import nn
 
-KINDS = {"all-reduce": ("allreduce", "all_reduce"), "all-gather": ("allgather", "all_gather"),
-         "reduce-scatter": ("reduce_scatter",), "broadcast": ("broadcast",)}
+from engines.distributed import COLLECTIVES
+
 
 
 def local_bytes(tensors) -> int:
@@ -78,9 +78,9 @@ class Collectives:
         self.mode.__exit__(*exc)
 
     def metrics(self) -> dict[str, float]:
-        counts: Counter = Counter({kind: 0 for kind in KINDS})
+        counts: Counter = Counter({kind: 0 for kind in COLLECTIVES})
         for op, count in self.mode.get_comm_counts().items():
             name = str(op).lower()
-            kind = next((k for k, words in KINDS.items() if any(w in name for w in words)), "other")
+            kind = next((k for k, words in COLLECTIVES.items() if any(w in name for w in words)), "other")
             counts[kind] += count
         return {f"collectives/{kind}": float(count) for kind, count in counts.items()}
