@@ -43,8 +43,9 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
         "estimated": {"parameters": estimate.params, "gradients": estimate.grads,
                       "optimizer state": estimate.optimizer},
         "estimated_activation_bytes": encoder_activation_bytes(**shape, bytes_per_value=2.0 if bf16 else 4.0)
-        if shape["layers"] else None,
-        "korthikanti_bytes": transformer_activation_bytes(*(shape[k] for k in SHAPE[:5]), 4.0),
+        if all(shape.values()) else None,  # a record without its shape (from other code) has no estimate
+        "korthikanti_bytes": transformer_activation_bytes(*(shape[k] for k in SHAPE[:5]), 4.0)
+        if all(shape.values()) else None,
         "measured_activation_bytes": forward_acts - at.get(("step start", "activations"), 0.0)
         if forward_acts is not None else None,
         # DDP's reducer keeps a flat copy of every gradient in its buckets (rebuilt in step 1's forward)

@@ -69,7 +69,7 @@ class RankRecord(BaseModel):
 
 def read_result_dir(folder: str) -> list[RankRecord]:
     """Every record of every rank_NN.jsonl in `folder`, checked; a `ConfigError` for the first problem."""
-    where = f"result_dir={one_line(folder)[:200]}"
+    where = f"result_dir={shown(folder)}"
     files = _rank_files(folder, where)
     records: list[RankRecord] = []
     budget = {"bytes": MAX_TOTAL_BYTES, "values": MAX_VALUES}
@@ -142,6 +142,20 @@ def _read(path: Path, where: str, budget: dict[str, int], count: int):
             yield number, record
 
 
+def shown(folder: str) -> str:
+    """The path as a message may show it: plain path characters only (it may come from a URL)."""
+    return re.sub(r"[^A-Za-z0-9_./~ -]", "?", one_line(folder))[:120]
+
+
+def field_of(loc: tuple) -> str:
+    """Where in a record a problem is, named by our schema only (a metric's name is never echoed)."""
+    if not loc:
+        return "the record"
+    if loc[0] == "metrics" and len(loc) > 1:
+        return "metrics (a name)" if loc[-1] == "[key]" else "metrics (a value)"
+    return str(loc[0]) if loc[0] in RankRecord.model_fields else "the record"
+
+
 def _parse(line: bytes, at: str) -> RankRecord:
     try:
         data = json.loads(line.decode("utf-8"), parse_constant=float)  # NaN, Infinity, -Infinity: floats, checked below
@@ -153,8 +167,8 @@ def _parse(line: bytes, at: str) -> RankRecord:
         record = RankRecord.model_validate(data)
     except ValidationError as error:
         problem = error.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(part) for part in problem["loc"]) or "the record"
-        raise ConfigError(f"{at}: {one_line(field)[:120]}: {one_line(problem['msg'])}") from None
+        words = one_line(problem["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{at}: {field_of(problem['loc'])}: {words}") from None
     bad = next(((name, value) for name, value in (record.metrics or {}).items()
                 if not math.isfinite(value) and name != "loss"), None)
     if bad is not None:
