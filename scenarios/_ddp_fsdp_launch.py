@@ -13,15 +13,22 @@ from collections.abc import Iterator
 from contextlib import closing
 
 from engines.distributed import launch
-from engines.memory_model import GB, PRECISIONS, transformer_activation_bytes
+from engines.memory_model import GB, PRECISIONS, encoder_activation_bytes, transformer_activation_bytes
 from engines.records import Diverged, Note, StepRecord, divergence
 from scenarios.base import Estimate, Machine
 
 VOCAB = 64
 CPU_WORLD_MAX = 4        # rank processes of one world on a CPU machine
-PROCESS_BYTES = 400e6    # Python + torch + gloo per rank process, beside its tensors (measured: see estimate)
 GPU_FILL = 0.9           # of a GPU's memory a run may plan to use
 HOST_FILL = 0.5          # of the host's free memory a run may plan to use
+# Calibrated on this project's 2-core CPU machine (torch 2.13, gloo), see `estimate`:
+PROCESS_BYTES = 340e6    # peak RSS of a rank process of the tiny model: Python, torch, gloo, the trackers
+TENSOR_FACTOR = 3.0      # peak RSS beyond that, over (fp32 Adam model state + this layer's activations)
+START_S = 4.2            # CPU seconds to start a rank: import torch, FSDP and the trackers, a process group
+ARM_S = 0.4              # CPU seconds per strategy: build, wrap, the tracked step's fixed cost, the timeline
+WORK_S = 1.3e-9          # CPU seconds per unit of `work` per step (the tracked step counts as three)
+PARENT_S = 0.5           # the launching process: spawning, reading the records
+CORES = 2
 
 
 def heads_for(hidden: int) -> int:
@@ -74,12 +81,12 @@ def refusal(config, machine: Machine) -> str | None:
         return (f"world_size={world} on the CPU: at most {CPU_WORLD_MAX} rank processes (this machine has "
                 f"{machine.cpus} cores and {machine.gpus} GPUs); larger worlds need a GPU per rank")
     processes = sum(worlds)
-    need, limit = (per_rank + PROCESS_BYTES) * processes, HOST_FILL * machine.memory_available_bytes
+    need, limit = process_bytes(config) * processes, HOST_FILL * machine.memory_available_bytes
     if limit and need > limit:
-        return (f"{where} needs about {need / GB:.2f} GB ({processes} rank processes, each {per_rank / 1e6:.0f} MB of "
-                f"state and activations by the DDP estimate + ~{PROCESS_BYTES / GB:.1f} GB of Python and torch), more "
-                f"than the {limit / GB:.2f} GB that may be used here (half of what is free); shrink the model, the "
-                "world or turn off the sweep")
+        return (f"{where} needs about {need / GB:.2f} GB ({processes} rank processes of about "
+                f"{process_bytes(config) / GB:.2f} GB each: Python, torch and the trackers, plus {TENSOR_FACTOR:g}× the "
+                f"model state and activations, as measured here), more than the {limit / GB:.2f} GB that may be used "
+                "here (half of what is free); shrink the model, the world or turn off the sweep")
     return None
 
 
@@ -95,19 +102,37 @@ def machine_here() -> Machine:
                    memory_available_bytes=int(limit or free))
 
 
+def process_bytes(config) -> float:
+    """Peak resident bytes of one rank process (CPU), by the calibration in `estimate`."""
+    state = PRECISIONS["fp32 Adam"].total * n_params_of(config)
+    activations = encoder_activation_bytes(config.seq_len, config.batch, config.hidden, heads_for(config.hidden),
+                                           config.layers, VOCAB)
+    return PROCESS_BYTES + TENSOR_FACTOR * (state + activations)
+
+
 def estimate(config) -> Estimate:
-    """Seconds and host bytes of a launch, calibrated on a 2-core machine (see the report in
-    tests/test_ddp_fsdp.py): every rank process costs a start (importing torch, a process group)
-    and per strategy a model build and steps; processes beyond the cores share them."""
+    """Wall seconds and host bytes of a launch on a quiet 2-core CPU machine.
+
+    CPU seconds per rank process = START_S + strategies · (ARM_S + (steps + 2) · WORK_S · work),
+    work = layers · batch · seq_len · hidden · (hidden + seq_len / 6) (∝ a step's matmul FLOPs);
+    the processes share CORES; PARENT_S is the launcher's. Bytes = processes · process_bytes.
+    Fitted to six runs (the ranks' CPU seconds from getrusage, their peak RSS), measured / model:
+
+        ranks arms  model            CPU s        peak RSS per rank
+          1    2    1×16, b2 s8      4.7 / 5.0    330 / 340 MB
+          3    3    default          18.7 / 16.3  343 / 350 MB
+          2    3    8×256, b8 s128   33.2 / 33.5  934 / 952 MB
+          1    3    4×128, b16 s256  12.6 / 12.4  692 / 692 MB
+         10    2    default, N≤4     51.7 / 50.3  340 / 350 MB
+          1    3    default, 20 steps 5.6 / 5.6   343 / 350 MB
+
+    (Wall time on the shared machine, load 4–6, ran up to 1.9× the estimate for several ranks.)"""
     processes = sum(worlds_of(config))
     strategies = len(config.strategies.split(","))
-    work = config.layers * config.hidden ** 2 * config.batch * config.seq_len  # ~ FLOPs per step
-    per_process = START_S + strategies * (ARM_S + config.steps * STEP_S * (1 + work / WORK_UNIT))
-    seconds = per_process * max(1.0, processes / CORES) + (TIMELINE_S * strategies if config.timeline else 0.0)
-    return Estimate(seconds, (rank_bytes(config) + PROCESS_BYTES) * processes)
-
-
-START_S, ARM_S, STEP_S, WORK_UNIT, TIMELINE_S, CORES = 2.5, 0.5, 0.05, 5e7, 0.5, 2  # calibrated (estimate)
+    work = config.layers * config.batch * config.seq_len * config.hidden * (config.hidden + config.seq_len / 6)
+    per_process = START_S + strategies * (ARM_S + (config.steps + 2) * WORK_S * work)
+    seconds = PARENT_S + per_process * processes / min(processes, CORES)
+    return Estimate(seconds, process_bytes(config) * processes)
 
 
 def job_of(config, device: str, fail_rank: str | None = None) -> dict:
