@@ -119,8 +119,9 @@ def measured_step(model: nn.Module, optimizer, tokens: torch.Tensor, strategy: s
 
 
 def counted_step(model: nn.Module, optimizer, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-    """One step with its collectives counted by kind (kept apart from the measured step: the
-    counting mode changes what the memory tracker files under activations)."""
+    """One more step, after the arm's last, with its collectives counted by kind. Apart from the
+    measured step (the counting mode changes what the memory tracker files under activations)
+    and after the reported ones (under the mode the gloo steps round differently, by ~1e-7)."""
     with Collectives() as collectives:
         loss = step_loss(model, tokens)[1]
         loss.backward()
@@ -130,9 +131,9 @@ def counted_step(model: nn.Module, optimizer, tokens: torch.Tensor) -> tuple[tor
 
 def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit,
                  snapshot_dir: str | None = None) -> None:
-    """One arm: the same seeded model and data under `strategy`; step 0's collectives counted,
-    step 1 measured (step 0 creates Adam's state lazily: a steady step is measured), until the
-    steps end or the all-reduced loss is not finite."""
+    """One arm: the same seeded model and data under `strategy`, step 1 measured (step 0 creates
+    Adam's state lazily: a steady step is measured), until the steps end or the all-reduced
+    loss is not finite; then one step more whose collectives are counted."""
     torch.manual_seed(job["seed"])  # the same initial weights on every rank and every strategy
     model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
     sizes = sizes_of(model)
@@ -141,14 +142,12 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     optimizer = opt_class(model.parameters(), lr=job["lr"])
     data = torch.Generator().manual_seed(job["seed"] * 1000 + rank)  # each rank its own shard, the same for every strategy
     measure_step = min(1, job["steps"] - 1)
-    measured, timeline, counts = None, None, {}
+    measured, timeline, diverged = None, None, None
     for step in range(job["steps"]):
         tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
         if step == measure_step:
             loss, measured, timeline = measured_step(model, optimizer, tokens, strategy, device,
                                                      bool(job.get("timeline")) and rank == 0)
-        elif step == 0:
-            loss, counts = counted_step(model, optimizer, tokens)
         else:
             loss = step_loss(model, tokens)[1]
             loss.backward()
@@ -163,7 +162,11 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
             break
         emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": loss_value}})
     if measured is not None:
-        measured.update({**counts, **sizes})
+        if diverged is None:
+            tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
+            measured.update(counted_step(model, optimizer, tokens)[1])
+            optimizer.zero_grad(set_to_none=True)
+        measured.update(sizes)
         measured.update({"on_cuda": float(device.type == "cuda"), **{f"shape/{k}": float(job[k]) for k in SHAPE_KEYS}})
         if timeline is not None:
             measured.update(timeline.metrics(job["layers"]))

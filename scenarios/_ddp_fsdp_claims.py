@@ -92,7 +92,7 @@ def _collectives(records: Records, shown: list[str], kinds: tuple[str, ...]) -> 
         counts = [c for kind in kinds if (c := _count(records, arm, kind)) is not None and c.value]
         if counts:
             parts.append(say(f"{arm}: " + ", ".join(["{}"] * len(counts)), *counts))
-    return _listed("Collectives rank 0 issued in one step (step 0): ", parts)
+    return _listed("Collectives rank 0 issued in one step (one more after the last): ", parts)
 
 
 def _count(records: Records, arm: str, kind: str) -> Computed | None:

@@ -2,7 +2,7 @@
 
 `engines.shards` records, for the measured step of every rank: each FSDP2 parameter's
 placement and its global and local rows (`rank_R/dtensor/<parameter>/...`), the
-collectives step 0 issued by kind (`rank_R/collectives/<kind>`, counted with
+collectives of one step (one more after the last) by kind (`rank_R/collectives/<kind>`, counted with
 `CommDebugMode`), and the bytes per value of the forward's output, of the parameters the
 optimizer updates and of Adam's moments (`rank_R/precision/...`).
 """
@@ -62,7 +62,7 @@ def dtensor_figure(records: Records, summary: dict) -> go.Figure:
 
 
 def collectives_figure(records: Records, summary: dict) -> go.Figure:
-    """Per arm, the collectives rank 0 issued in step 0, by kind."""
+    """Per arm, the collectives rank 0 issued in one step (one more after the last), by kind."""
     fig = go.Figure()
     arms = [arm for arm in shown_arms(summary) if records.has("rank_0/collectives/", arm)]
     for i, kind in enumerate(COLLECTIVES):
@@ -71,7 +71,7 @@ def collectives_figure(records: Records, summary: dict) -> go.Figure:
             fig.add_bar(x=arms, y=counts, name=kind, marker_color=category_color(i),
                         hovertemplate=f"%{{x}}<br>%{{y:.0f}} {kind}<extra></extra>")
     fig.update_layout(barmode="group")
-    return layout(fig, "Collectives in one step (step 0, rank 0, counted by CommDebugMode)", "arm",
+    return layout(fig, "Collectives in one training step (rank 0, counted by CommDebugMode)", "arm",
                   "collectives issued").update_layout(legend_title_text="collective")
 
 
