@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from scenarios._memory_summary import summary
 from scenarios.claims import Computed
-from scenarios.explanation import Explanation, Sentence, join, say
+from scenarios.explanation import Explanation, Sentence, join, say, trajectory
 from scenarios.records import Records
 
 Compute = Callable[[Records], float | None]
@@ -51,9 +51,11 @@ def measured(text: str, compute: Compute, records: Records, shown=None) -> Compu
 
 
 def explanation(records: Records, kinds: tuple[str, ...]) -> Explanation:
-    run = summary(records)
-    arms = run["arms"]
+    arms = summary(records)["arms"]
     if not arms:
+        losses = [say("{}: its loss {}", arm, trajectory(records, arm)) for arm in records.arms_with("loss")]
+        if losses:  # the measurements (after step 1) are still to come, or a result folder has none
+            return Explanation(join(*losses))
         return Explanation(waiting="Starting the rank processes: the first measurements arrive after step 1.")
     top = max(a["world_size"] for a in arms.values())
     shown = [arm for arm, a in arms.items() if a["world_size"] == top]

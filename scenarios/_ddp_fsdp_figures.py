@@ -101,7 +101,8 @@ def what_if_figure(config, summary: dict) -> go.Figure:
         gb = [model_states(config.whatif_params_billion * 1e9, int(n), stage, bpp).total / GB for n in devices]
         at = model_states(config.whatif_params_billion * 1e9, config.whatif_devices, stage, bpp).total / GB
         fig.add_scatter(x=devices, y=gb, name=f"{name}: {at:,.1f} GB at N={config.whatif_devices}", mode="lines",
-                        line=dict(color=category_color(i)), hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
+                        line=dict(color=category_color(i)),
+                        hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
     fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
     error, act_error = summary.get("max_state_error"), summary.get("max_activation_error")
     note = ("run to validate the model" if error is None else f"model vs measured on the small runs: model states "

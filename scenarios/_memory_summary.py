@@ -6,6 +6,8 @@ end of forward (our layer's bookkeeping against the tracker), and the gathered F
 parameters (against the timeline's largest "unsharded parameters"). `summary` does that for
 every measured arm, from `Records`, and adds the loss gaps between strategies.
 """
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -95,9 +97,19 @@ def loss_gaps(arms: dict[str, dict]) -> tuple[dict[int, float], dict[int, float]
     return loss_gap, bf16_gap
 
 
+_READ: "weakref.WeakKeyDictionary[Records, dict]" = weakref.WeakKeyDictionary()
+
+
 def summary(records: Records) -> dict:
     """Every measured arm against the model, the loss gaps, the largest model errors, and the
-    headline (rank 0's model state under DDP and FSDP ZeRO-3 at the largest world measured)."""
+    headline (rank 0's model state under DDP and FSDP ZeRO-3 at the largest world measured).
+    Read once per `Records` (figures and every claim ask for it); do not modify the result."""
+    if records not in _READ:
+        _READ[records] = _summary(records)
+    return _READ[records]
+
+
+def _summary(records: Records) -> dict:
     arms = measured_arms(records)
     loss_gap, bf16_gap = loss_gaps(arms)
     errors = [abs(a["state_error"]) for a in arms.values()]

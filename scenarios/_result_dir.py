@@ -91,7 +91,8 @@ def _rank_files(folder: str, where: str) -> list[tuple[int, Path]]:
             found = sorted((int(match.group(1)), entry.name, entry.stat(follow_symlinks=False))
                            for entry in entries if (match := NAME.fullmatch(entry.name)))
     except (OSError, ValueError, RuntimeError) as error:  # no such folder, no permission, a NUL byte, ~nobody
-        raise ConfigError(f"{where} cannot be read as a folder: {one_line(getattr(error, 'strerror', None) or error)}") from None
+        reason = one_line(getattr(error, "strerror", None) or error)
+        raise ConfigError(f"{where} cannot be read as a folder: {reason}") from None
     if not found:
         raise ConfigError(f"{where} is not a folder with rank_NN.jsonl files from engines.dist_worker")
     if len(found) > MAX_FILES:
@@ -129,7 +130,8 @@ def _read(path: Path, where: str, budget: dict[str, int], count: int):
                 raise ConfigError(f"{where}: {path.name} has more than {MAX_FILE_BYTES:,} bytes; at most that is read")
             budget["bytes"] -= len(line)
             if budget["bytes"] < 0:
-                raise ConfigError(f"{where}: the rank files hold more than {MAX_TOTAL_BYTES:,} bytes; at most that is read")
+                raise ConfigError(f"{where}: the rank files hold more than {MAX_TOTAL_BYTES:,} bytes; "
+                                  "at most that is read")
             if not line.strip():
                 continue
             count += 1

@@ -134,7 +134,7 @@ class DdpFsdpMemory(Scenario):
 
     # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
-        return summary(Records(frame))
+        return dict(summary(Records(frame)))  # a copy: `run` adds the status to it
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         return explanation(Records(frame), tuple(COLLECTIVES))
