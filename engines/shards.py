@@ -8,9 +8,9 @@ placement and its global and local rows; `local_bytes` counts the bytes a rank r
 holds. `precision` reads the dtypes a step used: the forward's output (the compute
 dtype; bf16 under a `MixedPrecisionPolicy`), the parameters the optimizer updates (the
 master weights, fp32) and Adam's moments. `Collectives` counts the collectives of a step
-by kind with torch's `CommDebugMode` (on a step of its own, after the reported ones) (DDP: the gradient buckets' all-reduce; FSDP: an
-all-gather per unit in forward, again in backward when it resharded, and a reduce-scatter
-of the gradients per unit).
+by kind with torch's `CommDebugMode`, on a step of its own after the reported ones (DDP:
+the gradient buckets' all-reduce; FSDP: an all-gather per unit in forward, again in
+backward when it resharded, and a reduce-scatter of the gradients per unit).
 """
 from collections import Counter
 
