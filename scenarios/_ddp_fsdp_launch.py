@@ -90,13 +90,16 @@ def refusal(config, machine: Machine) -> str | None:
     return None
 
 
-def machine_here() -> Machine:
+def machine_here(gpu_memory: bool = True) -> Machine:
     """This process's machine. `EXPLORER_MEMORY_LIMIT_BYTES` stands in for its free host memory
-    and its GPUs' size (tests; a shared server that wants runs smaller)."""
-    import torch  # only to ask which devices exist; no CUDA context is opened
+    and its GPUs' size (tests; a shared server that wants runs smaller). The GPUs' size, not
+    their free memory (asking for that would open a CUDA context here), and only when asked
+    for (reading it initializes CUDA in this process)."""
+    import torch  # only to ask which devices exist
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0))
-    gpu_bytes = min((torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), default=0)
+    gpu_bytes = min((torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), default=0) \
+        if gpu_memory else 0
     free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return Machine(cpus=os.cpu_count() or 1, gpus=gpus, gpu_memory_bytes=int(limit or gpu_bytes),
                    memory_available_bytes=int(limit or free))

@@ -114,7 +114,7 @@ class DdpFsdpMemory(Scenario):
         if config.result_dir:
             records = [launching.item_of(r.model_dump()) for r in read_result_dir(config.result_dir)]
             return together(Arm("result_dir", iter(records), len(records)))
-        machine = launching.machine_here()
+        machine = launching.machine_here(gpu_memory=config.device != "cpu")
         sentence = self.refusal(config, machine)
         if sentence is not None:
             raise ConfigError(sentence)
