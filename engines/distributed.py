@@ -1,9 +1,10 @@
 """Launching real process groups: one `python -m engines.dist_worker` process per rank.
 
 `launch()` picks a free localhost port, starts every rank in its own process group,
-merges their JSON-line stdout into one stream of records, and watches them: a rank that
-exits with an error ends the whole run within a fraction of a second, with that rank's
-message (`RankFailed`); so does the consumer stopping early (Stop) or the overall
+merges their JSON-line stdout into one stream of records in a fixed order, and watches
+them: a rank that exits with an error ends the whole run within a fraction of a second,
+with that rank's message (`RankFailed`); so does the consumer closing the stream early
+(Stop: it hears a `None` heartbeat at least every 0.1 s while it waits) or the overall
 timeout. In every case, `finally` terminates and reaps every rank — no process or port
 outlives the run. Collectives inside the workers carry their own timeout, so a rank
 never waits forever on a peer that died.
@@ -11,6 +12,7 @@ never waits forever on a peer that died.
 Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
 spawned children would re-run the app script. Subprocesses of `python -m` do not.
 """
+import collections
 import json
 import os
 import queue
@@ -21,13 +23,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 BOUNDARIES = ("forward start", "forward end", "backward start", "backward end")
+# The collectives a rank's step is counted in (engines.shards), and the op names of each kind.
+COLLECTIVES = {"all-reduce": ("allreduce", "all_reduce"), "all-gather": ("allgather", "all_gather"),
+               "reduce-scatter": ("reduce_scatter",), "broadcast": ("broadcast",)}
 
 
 def timeline_labels(layers: int) -> list[str]:
@@ -59,9 +64,14 @@ def _pump(rank: int, stream, lines: "queue.Queue[tuple[int, str | None]]") -> No
 
 
 def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 300.0,
-           collective_timeout_s: float = 60.0, should_stop: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+           collective_timeout_s: float = 60.0, heartbeat_s: float = 0.1) -> Iterator[dict | None]:
     """Run `job` on a process group of each size in `world_sizes` (side by side, each on its
-    own port); yield each record as a rank prints it. Records carry their `world_size`."""
+    own port); yield every rank's records (dicts carrying their `world_size`) and, while no
+    record is due, `None` every `heartbeat_s` so the consumer can stop (close) in time.
+
+    Records come in a fixed order whatever the timing: round-robin over the ranks (world by
+    world, rank by rank), one record each, skipping ranks that have finished. Every rank of
+    a strategy emits the same number of records, so a run's records read the same each time."""
     worlds = [world_sizes] if isinstance(world_sizes, int) else list(world_sizes)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -69,6 +79,7 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
     errors = [tempfile.TemporaryFile(mode="w+") for _ in members]
     procs: list[subprocess.Popen] = []
     lines: queue.Queue = queue.Queue()
+    pending: list[collections.deque] = [collections.deque() for _ in members]
     try:
         ports = {world: free_port() for world in worlds}
         for index, (world, rank) in enumerate(members):
@@ -78,23 +89,33 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[index],
                 text=True, start_new_session=True))
             threading.Thread(target=_pump, args=(index, procs[-1].stdout, lines), daemon=True).start()
-        open_ranks, deadline = set(range(len(members))), time.monotonic() + timeout_s
-        while open_ranks:
-            if should_stop():
-                return
-            try:
-                rank, line = lines.get(timeout=0.1)
-            except queue.Empty:
+        turn, live, deadline = 0, list(range(len(members))), time.monotonic() + timeout_s
+        heard = time.monotonic()  # when the consumer last had an item
+        while live:
+            member = live[turn % len(live)]
+            if pending[member] and pending[member][0] is None:  # this rank is done
+                procs[member].wait()
                 _check(procs, errors, members)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the distributed run took longer than {timeout_s:.0f} s") from None
-                continue
-            if line is None:
-                open_ranks.discard(rank)
-                procs[rank].wait()
-                _check(procs, errors, members)
-            elif line.strip():
-                yield json.loads(line)
+                live.remove(member)
+            elif pending[member]:
+                turn += 1
+                heard = time.monotonic()
+                yield json.loads(pending[member].popleft())
+            else:
+                try:
+                    index, line = lines.get(timeout=heartbeat_s)
+                except queue.Empty:
+                    index, line = None, ""
+                    _check(procs, errors, members)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the distributed run took longer than {timeout_s:.0f} s") from None
+                if index is not None and (line is None or line.strip()):
+                    pending[index].append(line)
+                if line is None and procs[index].wait() != 0:
+                    _check(procs, errors, members)
+                if time.monotonic() - heard >= heartbeat_s:
+                    heard = time.monotonic()
+                    yield None
     finally:
         _reap(procs)
         for handle in errors:

@@ -1,39 +1,45 @@
 """DDP vs FSDP memory, drawn: the measured bars beside the model, memory against world size
-and through a step, the loss curves and the what-if panel."""
+and through a step, and the what-if panel (the analytic model at the sizes the view asks for).
+
+Every figure reads the frame through `Records` and the run's `summary`; arms keep their
+colours (`arm_colors` over the scenario's arm universe), memory categories and ZeRO stages
+take category colours, which no arm uses.
+"""
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from engines.memory_model import GB, PRECISIONS, model_states
-from scenarios._memory_summary import CATEGORIES
+from scenarios._memory_summary import CATEGORIES, arm_values
 from scenarios._memory_timeline import timeline_figure, timeline_of
-from scenarios.plotting import arm_colors, arms_in_order, full_width, layout, metric_series
+from scenarios.plotting import category_color, full_width, layout
+from scenarios.records import Records
 
-CATEGORY_COLORS = dict(zip(CATEGORIES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f",
-                                        "#17becf"]))
+CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ["reserved"])}
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
+STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))
 
 
-def values_of(frame: pd.DataFrame, arm: str) -> dict[str, float]:
-    rows = frame[frame["arm"] == arm]
-    return dict(zip(rows["metric"], rows["value"]))
+def top_world(summary: dict) -> int:
+    return max((a["world_size"] for a in summary["arms"].values()), default=0)
 
-def memory_timeline_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
-    top = max((a["world_size"] for a in summary["arms"].values()), default=0)
+
+def memory_timeline_figure(records: Records, summary: dict) -> go.Figure:
+    top = top_world(summary)
     timelines = {}
     for arm, a in summary["arms"].items():
         if a["world_size"] == top:
-            values = values_of(frame, arm)
+            values = arm_values(records, arm)
             timelines[arm] = timeline_of(values, int(values.get("rank_0/shape/layers", 0)))
-    return timeline_figure(timelines, CATEGORIES + ["reserved"], {**CATEGORY_COLORS, "reserved": "#333333"})
+    return timeline_figure(timelines, CATEGORIES + ["reserved"], CATEGORY_COLORS)
 
-def bars_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
-    top = max((a["world_size"] for a in summary["arms"].values()), default=0)
+
+def bars_figure(records: Records, summary: dict) -> go.Figure:
+    top = top_world(summary)
     labels, stacks = [], {c: [] for c in CATEGORIES}
     for arm, a in summary["arms"].items():
         if a["world_size"] != top:
             continue
-        values = values_of(frame, arm)
+        values = arm_values(records, arm)
         for rank in range(top):
             labels.append(f"{a['strategy']}<br>rank {rank}")
             for c in CATEGORIES:
@@ -54,50 +60,48 @@ def bars_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
                  "(+ DDP's buckets)", "MB")
     return full_width(fig.update_layout(legend_title_text="category"))
 
-def vs_world_figure(summary: dict) -> go.Figure:
+
+def vs_world_figure(summary: dict, colors: dict[str, str]) -> go.Figure:
+    """Per strategy, in the colour of its largest-N arm: measured and modelled model state against N."""
     fig = go.Figure()
     by_strategy: dict[str, list] = {}
-    for a in summary["arms"].values():
-        by_strategy.setdefault(a["strategy"], []).append(a)
-    colors = arm_colors(list(by_strategy))
-    for strategy, items in by_strategy.items():
-        items.sort(key=lambda a: a["world_size"])
+    for arm, a in summary["arms"].items():
+        by_strategy.setdefault(a["strategy"], []).append((arm, a))
+    for strategy, pairs in by_strategy.items():
+        pairs.sort(key=lambda pair: pair[1]["world_size"])
+        items = [a for _, a in pairs]
+        color = colors.get(pairs[-1][0])
         n = [a["world_size"] for a in items]
         fig.add_scatter(x=n, y=[a["measured_state_bytes"] / 1e6 for a in items], name=f"{strategy} measured",
-                        mode="lines+markers", line=dict(color=colors[strategy]),
+                        mode="lines+markers", line=dict(color=color),
                         hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
         fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / 1e6 for a in items], name=f"{strategy} model",
-                        mode="lines", line=dict(color=colors[strategy], dash="dash"), hoverinfo="skip")
+                        mode="lines", line=dict(color=color, dash="dash"), hoverinfo="skip")
     fig.update_xaxes(dtick=1)
     return layout(fig, "Model state per rank vs world size", "world size N (ranks)",
                   "params + grads + Adam on rank 0 (MB)")
 
-def phases_figure(frame: pd.DataFrame, summary: dict) -> go.Figure:
+
+def phases_figure(records: Records, summary: dict, colors: dict[str, str]) -> go.Figure:
     fig = go.Figure()
-    colors = arm_colors(list(summary["arms"]))
     for arm in summary["arms"]:
-        values = values_of(frame, arm)
+        values = arm_values(records, arm)
         totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
-        fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors[arm]),
+        fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors.get(arm)),
                         hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
     return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MB)")
 
-def loss_figure(frame: pd.DataFrame) -> go.Figure:
-    fig = go.Figure()
-    colors = arm_colors(arms_in_order(frame))
-    for arm, rows in metric_series(frame, "loss").groupby("arm", sort=False):
-        fig.add_scatter(x=rows["step"], y=rows["value"], name=arm, mode="lines+markers",
-                        line=dict(color=colors[arm]), hovertemplate=f"{arm}<br>step %{{x}}<br>loss %{{y:.5f}}<extra></extra>")
-    return layout(fig, "Loss: the same for every strategy", "step", "mean loss over ranks (nats)")
 
 def what_if_figure(config, summary: dict) -> go.Figure:
+    """The ZeRO model per device for the view's parameters, devices and precision (no run needed)."""
     bpp = PRECISIONS[config.whatif_precision]
     devices = np.unique(np.logspace(0, np.log10(1024), 40).astype(int))
     fig = go.Figure()
-    for stage, name in (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP")):
+    for i, (stage, name) in enumerate(STAGES):
         gb = [model_states(config.whatif_params_billion * 1e9, int(n), stage, bpp).total / GB for n in devices]
         at = model_states(config.whatif_params_billion * 1e9, config.whatif_devices, stage, bpp).total / GB
         fig.add_scatter(x=devices, y=gb, name=f"{name}: {at:,.1f} GB at N={config.whatif_devices}", mode="lines",
+                        line=dict(color=category_color(i)),
                         hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
     fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
     error, act_error = summary.get("max_state_error"), summary.get("max_activation_error")

@@ -1,15 +1,20 @@
-"""DDP vs FSDP memory, read: each arm's rank 0 measured against the model, and the page's lines.
+"""DDP vs FSDP memory, read: each arm's rank 0 measured against the model, and the run's summary.
 
 `arm_summary` puts side by side what a run measured and what `engines.memory_model` says:
 model states (the ZeRO model against exact `to_local()` bytes), the activations kept at the
 end of forward (our layer's bookkeeping against the tracker), and the gathered FSDP
-parameters (against the timeline's largest "unsharded parameters").
+parameters (against the timeline's largest "unsharded parameters"). `summary` does that for
+every measured arm, from `Records`, and adds the loss gaps between strategies.
 """
+import weakref
+
+import numpy as np
 import pandas as pd
 
 from engines.memory_model import (PRECISIONS, encoder_activation_bytes, model_states, transformer_activation_bytes,
                                   transient_unsharded_bytes)
 from scenarios._memory_timeline import timeline_of
+from scenarios.records import Records
 
 FP32_ADAM = PRECISIONS["fp32 Adam"]
 # On CUDA the worker reports the allocator's "allocated" (and "reserved") bytes instead of categories.
@@ -40,8 +45,9 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
         "estimated": {"parameters": estimate.params, "gradients": estimate.grads,
                       "optimizer state": estimate.optimizer},
         "estimated_activation_bytes": encoder_activation_bytes(**shape, bytes_per_value=2.0 if bf16 else 4.0)
-        if shape["layers"] else None,
-        "korthikanti_bytes": transformer_activation_bytes(*(shape[k] for k in SHAPE[:5]), 4.0),
+        if all(shape.values()) else None,  # a record without its shape (from other code) has no estimate
+        "korthikanti_bytes": transformer_activation_bytes(*(shape[k] for k in SHAPE[:5]), 4.0)
+        if all(shape.values()) else None,
         "measured_activation_bytes": forward_acts - at.get(("step start", "activations"), 0.0)
         if forward_acts is not None else None,
         # DDP's reducer keeps a flat copy of every gradient in its buckets (rebuilt in step 1's forward)
@@ -56,41 +62,66 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
         "peak_reserved_bytes": values.get("rank_0/peak/reserved")}
 
 
-def state_line(arm: str, a: dict) -> str:
-    peak = f"{a['peak_bytes'] / 1e6:.2f} MB" + (
-        f" allocated, {a['peak_reserved_bytes'] / 1e6:.2f} MB reserved by the CUDA allocator"
-        if a["peak_reserved_bytes"] else "")
-    return (f"- **{arm}**: rank 0 holds {a['measured_state_bytes'] / 1e6:.2f} MB of parameters, gradients and Adam "
-            f"state (the model says {a['estimated_state_bytes'] / 1e6:.2f} MB, {a['state_error']:+.1%}); "
-            f"its peak was {peak}.")
+def arm_values(records: Records, arm: str) -> dict[str, float]:
+    """Every metric of one arm at its last record (a plain read of `Records`)."""
+    return {metric: records.last(arm, metric) for metric in records.metrics(arm)}
 
 
-def gathered_line(arm: str, a: dict) -> str:
-    how = (" — every block stays gathered from its forward until its backward." if a["strategy"].startswith("fsdp-zero2")
-           else " — each block is resharded after its forward.")
-    return (f"- Timeline, **{arm}**: at most {a['max_unsharded_bytes'] / 1e6:.2f} MB of unsharded parameters at once "
-            f"({a['max_unsharded_bytes'] / a['unit_param_bytes']:.1f}× one block's {a['unit_param_bytes'] / 1e6:.2f} MB; "
-            f"the model: {a['estimated_unsharded_bytes'] / 1e6:.2f} MB){how}")
+def strategy_world(arm: str) -> tuple[str, int]:
+    strategy, world = arm.split(" · N=")
+    return strategy, int(world)
 
 
-def activation_lines(shown: list[dict]) -> list[str]:
-    """Measured activations against our layer's bookkeeping and Korthikanti et al.'s formula;
-    DDP's extra: its gradient buckets."""
-    lines = []
-    measured = [a for a in shown if a["measured_activation_bytes"] and a["estimated_activation_bytes"]
+def measured_arms(records: Records) -> dict[str, dict]:
+    """`arm_summary` (and its losses) of every arm whose rank 0 measurement has arrived."""
+    arms = {}
+    for arm in records.arms():
+        values = arm_values(records, arm)
+        if " · N=" in arm and "rank_0/n_params" in values:
+            arms[arm] = {**arm_summary(values, *strategy_world(arm)), "losses": records.values(arm, "loss").tolist()}
+    return arms
+
+
+def loss_gaps(arms: dict[str, dict]) -> tuple[dict[int, float], dict[int, float]]:
+    """Per world size: the fp32 strategies' largest loss difference at any step, and bf16
+    compute's largest difference from the first fp32 strategy."""
+    loss_gap, bf16_gap = {}, {}
+    for world in sorted({a["world_size"] for a in arms.values()}):
+        fp32 = [a["losses"] for a in arms.values() if a["world_size"] == world and a["losses"]
                 and not a["strategy"].endswith("-bf16")]
-    sample = min(measured, key=lambda a: a["strategy"] == "ddp", default=None)  # FSDP first: no buckets in it
-    if sample is not None:
-        lines.append(f"- Activations kept for backward at the end of forward ({sample['strategy']}, rank 0): "
-                     f"{sample['measured_activation_bytes'] / 1e6:.3f} MB measured, "
-                     f"{sample['estimated_activation_bytes'] / 1e6:.3f} MB by this layer's bookkeeping (12 values "
-                     f"per token and hidden unit per block); Korthikanti et al.'s GPT-layer formula says "
-                     f"{sample['korthikanti_bytes'] / 1e6:.3f} MB plus the head — it also keeps dropout masks, GeLU "
-                     "inputs and the s×s attention scores, which this layer does not.")
-    ddp = next((a for a in shown if a["strategy"] == "ddp" and a["measured_activation_bytes"]), None)
-    if ddp is not None and ddp["estimated_activation_bytes"]:
-        extra = ddp["measured_activation_bytes"] - ddp["estimated_activation_bytes"]
-        lines.append(f"- DDP's forward adds {extra / 1e6:.3f} MB more: its reducer's gradient buckets, a flat copy of "
-                     f"every gradient ({ddp['estimated_bucket_bytes'] / 1e6:.3f} MB), rebuilt during step 1's forward "
-                     "— so the tracker files them under activations; the model bar shows them as communication buffers.")
-    return lines
+        if len(fp32) > 1 and all(len(c) == len(fp32[0]) for c in fp32):
+            loss_gap[world] = float(np.max(np.ptp(np.array(fp32), axis=0)))
+        bf16 = [a["losses"] for a in arms.values() if a["world_size"] == world and a["strategy"].endswith("-bf16")]
+        if fp32 and bf16 and len(bf16[0]) == len(fp32[0]):
+            bf16_gap[world] = float(np.max(np.abs(np.array(bf16[0]) - np.array(fp32[0]))))
+    return loss_gap, bf16_gap
+
+
+_READ: "weakref.WeakKeyDictionary[Records, dict]" = weakref.WeakKeyDictionary()
+
+
+def summary(records: Records) -> dict:
+    """Every measured arm against the model, the loss gaps, the largest model errors, and the
+    headline (rank 0's model state under DDP and FSDP ZeRO-3 at the largest world measured).
+    Read once per `Records` (figures and every claim ask for it); do not modify the result."""
+    if records not in _READ:
+        _READ[records] = _summary(records)
+    return _READ[records]
+
+
+def _summary(records: Records) -> dict:
+    arms = measured_arms(records)
+    loss_gap, bf16_gap = loss_gaps(arms)
+    errors = [abs(a["state_error"]) for a in arms.values()]
+    # activations: the FSDP arms (DDP's also hold its gradient buckets, shown apart)
+    act_errors = [abs(a["measured_activation_bytes"] / a["estimated_activation_bytes"] - 1) for a in arms.values()
+                  if a["strategy"] != "ddp" and a["measured_activation_bytes"] and a["estimated_activation_bytes"]]
+    top = max((a["world_size"] for a in arms.values()), default=0)
+    state = {a["strategy"]: a["measured_state_bytes"] / 1e6 for a in arms.values() if a["world_size"] == top}
+    headline = {"DDP model state per rank (MB, largest N)": state.get("ddp"),
+                "FSDP ZeRO-3 model state per rank (MB, largest N)": state.get("fsdp-zero3"),
+                "largest model-state error vs ZeRO": max(errors) if errors else None,
+                "largest loss gap between strategies": max(loss_gap.values()) if loss_gap else None}
+    return {"headline": headline, "arms": arms, "loss_gap": loss_gap, "bf16_loss_gap": bf16_gap,
+            "max_state_error": max(errors) if errors else None,
+            "max_activation_error": max(act_errors) if act_errors else None}

@@ -5,13 +5,18 @@ model, its embedding, each block and its head (forward start/end, backward start
 call order) as `rank_0/timeline/<i>/<category>` with `rank_0/timeline/<i>/where` naming
 the mark (an index into `engines.distributed.timeline_labels`). On CUDA it also records
 the allocator's event history, thinned, as `rank_0/trace/<i>` (allocated bytes).
+
+At a mark beside a collective the tracked bytes can differ between identical runs by one
+gathered buffer (measured: 13,120 bytes, one block's parameters, as "temporaries" at a
+block's backward marks): gloo holds it in its own thread until the collective's work is
+released, so whether it is freed yet at the mark is a matter of timing.
 """
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engines.distributed import timeline_labels
-from scenarios.plotting import arm_colors, full_width, layout
+from scenarios.plotting import full_width, layout
 
 SHORT = {"forward start": "F▸", "forward end": "F◂", "backward start": "B▸", "backward end": "B◂"}
 
@@ -84,10 +89,9 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
     return full_width(fig)
 
 
-def trace_figure(traces: dict[str, list[float]]) -> go.Figure:
+def trace_figure(traces: dict[str, list[float]], colors: dict[str, str]) -> go.Figure:
     """CUDA only: allocated bytes after each allocator event of the measured step."""
     fig = go.Figure()
-    colors = arm_colors(list(traces))
     for arm, levels in traces.items():
         fig.add_scatter(y=[v / 1e6 for v in levels], name=arm, mode="lines", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>event %{{x}}<br>%{{y:.2f}} MB allocated<extra></extra>")

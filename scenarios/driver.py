@@ -46,7 +46,7 @@ Item = StepRecord | Diverged | Note | None | tuple[str, StepRecord | Diverged]
 class Arm:
     """A named stream of records: usually `engines.training.train(...)`, one item per step.
 
-    `steps` is how many items it will yield and `cost` the relative time of one, for
+    `steps` is how many items it will yield (`Note`s aside) and `cost` the relative time of one, for
     progress. A `needed` arm's result is used by later phases (a teacher, the float model):
     if it diverges the run ends there. An item may be `(arm_name, record)` to report under
     another name (one process group streaming several strategies)."""
@@ -80,6 +80,7 @@ class Run:
         self.events: list[Event] = []
         self.stopped = False
         self._reported = 0.0
+        self._noted = ""
 
     def add(self, arm: str, step: int, metrics: Mapping[str, float]) -> None:
         rows = [(arm, int(step), name, float(value)) for name, value in metrics.items()]
@@ -101,7 +102,11 @@ class Run:
             self.sink.progress(min(1.0, max(0.0, fraction)))
 
     def note(self, text: str) -> None:
-        """Tell the sink what the run is waiting for (not recorded: it is not a result)."""
+        """Tell the sink what the run is waiting for (not recorded: it is not a result); a note
+        repeated unchanged is told once."""
+        if text == self._noted:
+            return
+        self._noted = text
         if self.sink is not None and hasattr(self.sink, "note"):
             self.sink.note(text)
 
@@ -121,6 +126,11 @@ class Run:
                 while live:
                     for key, arm in list(live.items()):
                         item = next(arm.records, StopIteration)
+                        if isinstance(item, Note):  # not a step: no progress, but Stop is heard
+                            self.note(item.text)
+                            if self.should_stop():
+                                return
+                            continue
                         if item is StopIteration or self._take(arm, item):
                             del live[key]
                             done += max(0, left[key]) * arm.cost  # an arm that ended early counts as done
@@ -145,8 +155,6 @@ class Run:
             name, item = item
         if isinstance(item, StepRecord):
             self.add(name, item.step, item.metrics)
-        elif isinstance(item, Note):
-            self.note(item.text)
         elif isinstance(item, Diverged):
             self.event(Event(name, item.step, "diverged", item.message))
             return name == arm.name

@@ -14,6 +14,7 @@ from explorer.cli import main
 from explorer.cli_output import finite
 from explorer.exports import plotlyjs_name
 from explorer.store import RunStore
+from tests.descendants import ranks_alive, tag_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = "vanishing-gradients"
@@ -271,6 +272,7 @@ def test_run_writes_config_metrics_summary_and_figures(tmp_path) -> None:
 def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     """A rank of a distributed run raises: exit 1 and that rank's message, no traceback, no rank left."""
     monkeypatch.setenv("EXPLORER_DIST_FAIL_RANK", "1")
+    tag = tag_environment(monkeypatch)
     tiny = ["device=cpu", "world_size=2", "sweep_world_size=false", "layers=1", "hidden=16", "batch=2",
             "seq_len=8", "steps=2", "strategies=ddp,fsdp-zero3"]
     result = explorer("run", "ddp-fsdp-memory", "--no-store", *[arg for s in tiny for arg in ("--set", s)])
@@ -278,5 +280,5 @@ def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     assert "error: the run failed: RankFailed: rank 1 failed (exit code 1): RuntimeError: injected failure on rank 1" \
         in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
-    alive = subprocess.run(["pgrep", "-f", "engines.dist_worker"], capture_output=True, text=True).stdout.split()
+    alive = ranks_alive(tag)  # this test's own ranks: others may run elsewhere on the machine
     assert not alive, f"rank processes left: {alive}"

@@ -1,0 +1,34 @@
+"""Rank processes a test started, however deep (a CLI's, a page worker's), and no one else's.
+
+Other runs on the machine (other test sessions, a page) start `engines.dist_worker` too, so
+counting them by name machine-wide fails whenever one is running. A test instead puts a
+fresh tag in its environment; every process it starts inherits it (engines.distributed
+passes the environment on), orphans included, and only processes carrying the tag count.
+"""
+import uuid
+from pathlib import Path
+
+
+def tag_environment(monkeypatch) -> str:
+    """Mark this test's descendants; returns the tag."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("EXPLORER_TEST_TAG", tag)
+    return tag
+
+
+def ranks_alive(tag: str) -> list[int]:
+    """Process ids of live `engines.dist_worker` processes that carry `tag`."""
+    marker = f"EXPLORER_TEST_TAG={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"engines.dist_worker" not in (entry / "cmdline").read_bytes():
+                continue
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
+
