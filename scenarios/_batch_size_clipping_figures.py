@@ -97,7 +97,7 @@ def noise_sentence(records: Records, arms: list[str]) -> Sentence | None:
         if (scale := records.first(arm, "noise_scale")) is not None:
             claims.append(Computed("B_simple = tr(Σ)/|G|² = {}", scale, lambda r, a=arm: r.first(a, "noise_scale")))
         if claims:
-            parts.append(say("{}: " + ", ".join(["{}"] * len(claims)), arm.split(" · ")[1], *claims))
+            parts.append(say("gradient noise {}: " + ", ".join(["{}"] * len(claims)), arm.split(" · ")[1], *claims))
     return join(*parts) if parts else None
 
 

@@ -51,9 +51,10 @@ def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
         for col, metric in ((1, "test_loss"), (2, "test_accuracy")):
             fig.add_bar(x=shown, y=[records.last(arm, f"{kind}/{metric}") for arm in shown], name=words,
                         marker_color=category_color(i), showlegend=col == 1, legendgroup=kind, row=1, col=col)
-    fig.update_layout(barmode="group", title="Early stopping: the final weights against the restored ones (test set)",
-                      margin=dict(l=60, r=20, t=70, b=50), legend=dict(orientation="h", yanchor="top", y=-0.15, x=0))
-    return fig
+    fig.update_layout(barmode="group", title="Early stopping: final against restored weights (test set)",
+                      margin=dict(l=60, r=20, t=70, b=50), legend=dict(orientation="h", yanchor="bottom", y=1.08, x=1,
+                                                                        xanchor="right"))
+    return full_width(fig)
 
 
 def gap_vs_n_figure(records: Records, colors: dict[str, str], points: dict[int, str]) -> go.Figure:
@@ -63,9 +64,9 @@ def gap_vs_n_figure(records: Records, colors: dict[str, str], points: dict[int, 
     fig.add_scatter(x=xs, y=[records.last(points[n], "gap") for n in xs], mode="lines+markers", name=NONE,
                     line=dict(color=colors.get(NONE)), marker=dict(size=9),
                     hovertemplate="n %{x}<br>final gap %{y:.3g}<extra></extra>")
-    fig = layout(fig, "Final generalization gap against training-set size (no regularization)",
-                 "training examples n (log scale)", "validation − train loss (nats)")
-    return fig.update_xaxes(type="log")
+    fig = layout(fig, "Final gap against training-set size", "training examples n (log scale; no regularization)",
+                 "validation − train loss (nats)")
+    return fig.update_xaxes(type="log", tickvals=xs, ticktext=[str(n) for n in xs])
 
 
 # --- claims -------------------------------------------------------------------------------------
@@ -102,18 +103,18 @@ def stopping_claims(records: Records, arm: str, end: int) -> list[Claim]:
     claims: list[Claim] = []
     stopped = records.at(arm, "early_stop/stopped_at", end)
     if stopped is not None:
-        claims.append(Computed("stopped at step {}", stopped, lambda r: r.at(arm, "early_stop/stopped_at", end),
+        claims.append(Computed("stopped at {}", stopped, lambda r: r.at(arm, "early_stop/stopped_at", end),
                                shown=str(int(stopped))))
     best = records.at(arm, "early_stop/best_step", end)
     claims.append(Computed("restored step {}", best, lambda r: r.at(arm, "early_stop/best_step", end), shown=str(int(best))))
-    for kind, words in (("restored", "test loss {} with them"), ("final", "{} with the final weights")):
+    for kind, words in (("restored", "test loss {}"), ("final", "{} final")):
         value = records.at(arm, f"{kind}/test_loss", end)
         claims.append(Computed(words, value, lambda r, k=kind: r.at(arm, f"{k}/test_loss", end)))
     return claims
 
 
 def stopping_sentence(records: Records, arms: list[str], end: int, patience: int) -> Sentence | None:
-    parts = [say("{}: " + ", ".join(["{}"] * (len(claims) - 1)) + " against {}", arm, *claims)
+    parts = [say("{} " + " and ".join(["{}"] * (len(claims) - 2)) + ": {} against {}", arm, *claims)
              for arm in arms if (claims := stopping_claims(records, arm, end))]
     if not parts:
         return None

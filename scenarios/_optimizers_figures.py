@@ -6,8 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from scenarios.base import COLUMNS
-from scenarios.claims import Claim, Computed, Final, fmt
-from scenarios.explanation import Sentence, say
+from scenarios.claims import Claim, Computed, Final, Peak, Value, fmt
+from scenarios.explanation import Sentence, say, trajectory
 from scenarios.plotting import curves_figure, full_width, layout
 from scenarios.records import Records
 
@@ -46,14 +46,14 @@ def trajectories_figure(records: Records, colors: dict[str, str], arms: list[str
     grid_x, grid_y = np.meshgrid(xs, ys)
     fig = go.Figure()
     fig.add_contour(x=xs, y=ys, z=np.log10(surface_values(surface, kappa, grid_x, grid_y) + 1e-3),
-                    colorscale="Greys", reversescale=True, showscale=False, opacity=0.55, ncontours=25,
-                    contours=dict(coloring="lines"), name="log10 loss", hoverinfo="skip", showlegend=False)
-    for arm in arms:
+                    colorscale="Greys", showscale=False, opacity=0.25, ncontours=20, line=dict(width=0.5),
+                    contours=dict(coloring="fill"), name="log10 loss", hoverinfo="skip", showlegend=False)
+    for i, arm in enumerate(arms):
         x, y = records.series(arm, "x"), records.series(arm, "y")
         if x.empty:
             continue
         fig.add_scatter(x=x.to_numpy(), y=y.to_numpy(), name=arm, mode="lines+markers",
-                        line=dict(color=colors.get(arm), width=2), marker=dict(size=3),
+                        line=dict(color=colors.get(arm), width=max(1.5, 6.0 - 1.5 * i)), marker=dict(size=3),
                         hovertemplate=f"{arm}<br>x %{{x:.4g}}<br>y %{{y:.4g}}<extra></extra>")
     start = next(((records.first(a, "x"), records.first(a, "y")) for a in arms if records.has("x", a)), None)
     if start is not None:
@@ -63,7 +63,7 @@ def trajectories_figure(records: Records, colors: dict[str, str], arms: list[str
     fig.add_scatter(x=[minimum[0]], y=[minimum[1]], mode="markers", name="minimum",
                     marker=dict(symbol="star", size=14, color="gold", line=dict(color="black", width=1)))
     name = f"½(x² + κy²), κ = {kappa:g}" if surface == "quadratic" else "Rosenbrock (1 − x)² + 100(y − x²)²"
-    fig = layout(fig, f"Trajectories on {name} (contours: log10 loss)", "x", "y")
+    fig = layout(fig, f"Trajectories on {name} (shading: log10 loss; wider lines drawn first)", "x", "y")
     fig.update_xaxes(range=[x0, x1])
     fig.update_yaxes(range=[y0, y1])
     return full_width(fig)
@@ -94,7 +94,7 @@ def update_profile_figure(records: Records, colors: dict[str, str], arms: list[s
 
 def decay_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go.Figure:
     fig = curves_figure(records, colors, "weight", arms=arms, log_y=False, y_title="weight value",
-                        title="A weight the task does not touch: AdamW's decoupled decay vs Adam + L2")
+                        title="Untouched weight: AdamW's decay vs Adam + L2")
     closed = records.series(arms[0], "closed_form") if arms else pd.Series(dtype=float)
     if len(closed):
         fig.add_scatter(x=closed.index, y=closed.to_numpy(), name="(1 − lr·λ)^t", mode="lines",
@@ -103,6 +103,17 @@ def decay_figure(records: Records, colors: dict[str, str], arms: list[str]) -> g
 
 
 # --- claims -------------------------------------------------------------------------------------
+def fate(records: Records, arm: str) -> list[Claim]:
+    """`trajectory`, except that a curve whose peak is its last point (it grew to the end) is told
+    by where it started and where it ended."""
+    claims = trajectory(records, arm)
+    if len(claims) == 2 and isinstance(claims[0], Peak) and isinstance(claims[1], Final) \
+            and claims[0].step == claims[1].step:
+        series = records.series(arm, "loss")
+        return [Value(arm, "loss", int(series.index[0]), float(series.iloc[0]), "from"), claims[1]]
+    return claims
+
+
 def edge_product(arm: str):
     """records -> lr·λ_max of the arm (its step-0 rate times the Hessian's largest eigenvalue)."""
     def compute(records: Records) -> float | None:

@@ -150,8 +150,8 @@ class Generalization(Scenario):
             "loss": look.loss_figure(records, colors, MAIN_ARMS),
             "gap": curves_figure(records, colors, "gap", arms=MAIN_ARMS, log_y=False, y_title="validation − train loss",
                                  title="Generalization gap"),
+            "gap_vs_n": look.gap_vs_n_figure(records, colors, points),
             "early_stopping": look.early_stopping_figure(records, MAIN_ARMS),
             "val_accuracy": curves_figure(records, colors, "val_accuracy", arms=MAIN_ARMS, log_y=False,
                                           title="Validation accuracy", y_title="accuracy (eval mode)"),
-            "gap_vs_n": look.gap_vs_n_figure(records, colors, points),
         }

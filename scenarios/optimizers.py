@@ -99,7 +99,8 @@ class Optimizers(Scenario):
         surface = [Arm(label, surface_arm(kind, config.surface, config.kappa, config.adam_lr if "adam" in kind else
                                           config.lr, config.momentum, config.weight_decay, config.steps, log_every),
                        config.steps, cost=0.3) for label, kind in SURFACE_ARMS.items()]
-        idle = [Arm(label, idle_weight_arm(kind, config.adam_lr, config.weight_decay, config.steps, log_every),
+        idle = [Arm(label, idle_weight_arm(kind, config.adam_lr, config.weight_decay, config.steps,
+                                           log_every_for(config.steps)),
                     config.steps, cost=0.2) for label, kind in IDLE_ARMS.items()]
         net = [Arm(label, mlp_arm(kind, config.net_adam_lr if "adam" in kind else config.net_lr, config.momentum,
                                   config.weight_decay, config.net_steps, config.seed), config.net_steps)
@@ -134,7 +135,7 @@ class Optimizers(Scenario):
             return Explanation(waiting="Run to send five optimizers from one start across the surface, then over an MLP.")
         where = f"the quadratic (κ = {config.kappa:g})" if config.surface == "quadratic" else "Rosenbrock's valley"
         takeaway = join(*(say("On {}, {}: loss {}" if i == 0 else "{}: loss {}", *([where] if i == 0 else []), arm,
-                              trajectory(records, arm)) for i, arm in enumerate(surface))) if surface else None
+                              look.fate(records, arm)) for i, arm in enumerate(surface))) if surface else None
         details = [look.stability_sentence(records, config.surface), look.adam_sentence(records), look.decay_sentence(records)]
         if net:
             details.append(join(*(say("On the MLP, {}'s loss {}" if i == 0 else "{}'s {}", optimizer_of(arm),
