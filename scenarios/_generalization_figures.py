@@ -51,6 +51,9 @@ def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
         for col, metric in ((1, "test_loss"), (2, "test_accuracy")):
             fig.add_bar(x=shown, y=[records.last(arm, f"{kind}/{metric}") for arm in shown], name=words,
                         marker_color=category_color(i), showlegend=col == 1, legendgroup=kind, row=1, col=col)
+    for col, y_title in ((1, "cross-entropy (nats)"), (2, "accuracy")):
+        fig.update_xaxes(title_text="arm", row=1, col=col)
+        fig.update_yaxes(title_text=y_title, row=1, col=col)
     fig.update_layout(barmode="group", title="Early stopping: final against restored weights (test set)",
                       margin=dict(l=60, r=20, t=70, b=50), legend=dict(orientation="h", yanchor="bottom", y=1.08, x=1,
                                                                         xanchor="right"))
