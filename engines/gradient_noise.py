@@ -32,7 +32,7 @@ N_FEATURES, N_CLASSES, WIDTH, DEPTH = 16, 4, 32, 2
 REFERENCE_BATCH = 32   # the batch size at which `lr` is the rate itself
 POOL, EVAL_SIZE = 4096, 2048
 NOISE_BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
-Records = Iterator[StepRecord | Diverged | None]
+RecordStream = Iterator[StepRecord | Diverged | None]
 
 
 def make_model(seed: int) -> DeepMLP:
@@ -79,7 +79,7 @@ def noise_records(model: torch.nn.Module, seed: int, repeats: int = 32) -> Itera
 
 
 def batch_arm(batch: int, lr: float, steps: int, seed: int, *, decay: Decay = "constant", warmup_steps: int = 0,
-              log_every: int = 1, keep: dict | None = None) -> Records:
+              log_every: int = 1, keep: dict | None = None) -> RecordStream:
     """SGD at one batch size: `eval_loss` on a fixed held-out set, `examples` seen, `lr_closed_form`.
     The trained model is left in `keep["model"]` for a later phase."""
     model = make_model(seed)

@@ -39,7 +39,7 @@ Surface = Literal["quadratic", "rosenbrock"]
 
 N_FEATURES, N_CLASSES, WIDTH, DEPTH, BATCH = 16, 4, 64, 3, 64
 MINIMUM = {"quadratic": (0.0, 0.0), "rosenbrock": (1.0, 1.0)}
-Records = Iterator[StepRecord | Diverged | None]
+RecordStream = Iterator[StepRecord | Diverged | None]
 
 
 def build_optimizer(kind: Kind, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0
@@ -83,7 +83,7 @@ def lambda_max(surface: Surface, kappa: float) -> float:
 
 
 def surface_arm(kind: Kind, surface: Surface, kappa: float, lr: float, momentum: float, weight_decay: float,
-                steps: int, log_every: int = 1) -> Records:
+                steps: int, log_every: int = 1) -> RecordStream:
     """One optimizer from the surface's start: `x`, `y` (the point each logged step started
     from), the loss, and at step 0 `lambda_max`."""
     f = surface_fn(surface, kappa)
@@ -99,7 +99,7 @@ def surface_arm(kind: Kind, surface: Surface, kappa: float, lr: float, momentum:
 
 
 # --- on a small MLP -----------------------------------------------------------------------------
-def mlp_arm(kind: Kind, lr: float, momentum: float, weight_decay: float, steps: int, seed: int) -> Records:
+def mlp_arm(kind: Kind, lr: float, momentum: float, weight_decay: float, steps: int, seed: int) -> RecordStream:
     """The same initial weights and batches for every optimizer; per-layer `update_ratio/layer_XX`."""
     model = DeepMLP(N_FEATURES, WIDTH, DEPTH, N_CLASSES, activation="relu", init="he", seed=seed)
     task = TeacherTask(N_FEATURES, N_CLASSES, seed=seed + 1)
@@ -110,7 +110,7 @@ def mlp_arm(kind: Kind, lr: float, momentum: float, weight_decay: float, steps: 
 
 
 # --- a weight the task does not touch -----------------------------------------------------------
-def idle_weight_arm(kind: Kind, lr: float, weight_decay: float, steps: int, log_every: int = 1) -> Records:
+def idle_weight_arm(kind: Kind, lr: float, weight_decay: float, steps: int, log_every: int = 1) -> RecordStream:
     """`weight` (from 1.0, gradient exactly 0) and `closed_form` = (1 − lr·λ)^t at each logged step t."""
     weight = torch.ones(1, dtype=torch.float64, requires_grad=True)
     optimizer = build_optimizer(kind, [weight], lr, weight_decay=weight_decay)
