@@ -11,8 +11,7 @@ lies between |w|·2^(−p−2) and |w|·2^(−p−1) — exactly |w|·2⁻¹¹ (
 when w is a power of two, such as 1.0. So 1 + 1e-4 is 1 in fp16 (1e-4 < 2⁻¹¹ ≈ 4.9e-4):
 10⁴ such updates leave an fp16 weight at 1.0, while an fp32 copy reaches 2.0.
 
-Each generator yields one `StepRecord` per point of its sweep (step = the point's index; the
-accumulation's step is the number of updates so far).
+Each generator yields one `StepRecord` per point of its sweep (step = the point's index).
 """
 from collections.abc import Iterator
 
@@ -75,12 +74,14 @@ def rounding_sweep(seed: int) -> Iterator[StepRecord]:
 
 def accumulate(updates: int, delta: float, start: float = 1.0, every: int = 100) -> Iterator[StepRecord]:
     """`updates` additions of `delta` to a weight held in fp16, in bf16, and in fp32 (a master
-    copy): the weights after every `every` updates (step = updates so far)."""
+    copy): the weights after every `every` updates (step = the record's index, `updates` = updates so far)."""
     weights = {name: torch.tensor(start, dtype=DTYPES[name]) for name in ("fp16", "bf16", "fp32")}
     steps = {name: torch.tensor(delta, dtype=DTYPES[name]) for name in weights}
+    index = 0
     for done in range(updates + 1):
         if done % every == 0 or done == updates:
-            yield StepRecord(done, {f"weight/{name}": float(w) for name, w in weights.items()})
+            yield StepRecord(index, {"updates": float(done), **{f"weight/{name}": float(w) for name, w in weights.items()}})
+            index += 1
         if done < updates:
             for name in weights:
                 weights[name] = weights[name] + steps[name]  # the add rounds to the weight's own format

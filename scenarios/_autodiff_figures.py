@@ -41,7 +41,7 @@ def module_figure(records: Records) -> go.Figure:
                     textposition="auto", marker_color=category_color(6 if buffers else 0),
                     hovertemplate="%{y}: %{text}, %{x} numbers<extra></extra>")
     fig.update_yaxes(autorange="reversed")
-    fig = layout(fig, "TinyNet's tensors: named_parameters() and named_buffers()", "numel", "")
+    fig = layout(fig, "TinyNet's parameters and buffers", "numel", "")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), legend_title_text="")
     return fig
 
@@ -86,7 +86,7 @@ def graph_figure(records: Records) -> go.Figure:
                         hovertemplate="%{text}<br>‖incoming gradient‖ %{customdata:.4g}<extra></extra>")
     fig.update_xaxes(showticklabels=False, zeroline=False, showgrid=False, range=[-0.3, max(lanes.values(), default=0) + 1.2])
     fig.update_yaxes(zeroline=False, dtick=1, tickvals=[-d for d in lanes], ticktext=[str(d) for d in lanes])
-    fig = layout(fig, "Autograd graph of one forward pass (n. = backward's order)", "", "depth from loss.grad_fn")
+    fig = layout(fig, "Autograd graph (n. = the order backward ran it)", "", "depth from loss.grad_fn")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.05, x=0), legend_title_text="", height=520)
     return fig
 
@@ -110,7 +110,7 @@ def chain_figure(records: Records, unit: int, input_: int) -> go.Figure:
         fd = records.at(PASS, f"{path_key(unit, input_)}/finite_diff", 0)
         fig.add_scatter(x=labels[-1:], y=[fd], mode="markers", name="finite differences (float64)",
                         marker=dict(symbol="circle-open", size=20, color="black", line=dict(width=2)))
-    fig = layout(fig, f"Backward step by step: the chain rule to W[{unit}, {input_}]", "backward node", "value")
+    fig = layout(fig, f"Backward step by step: the chain rule to W[{unit},{input_}]", "backward node", "value")
     fig.update_layout(legend_title_text="")
     return fig
 
@@ -137,7 +137,7 @@ def forward_figure(records: Records) -> go.Figure:
         if values:
             fig.add_scatter(x=[stage] * len(values), y=values, mode="markers+text", name=stage, text=[
                 f"[{k}]" for k in range(len(values))], textposition="middle right", marker=dict(size=12, color=category_color(i)))
-    fig = layout(fig, "Forward pass of one example: x̃, z = Wx̃ + b, h = tanh z, ŷ, L", "stage", "value")
+    fig = layout(fig, "Forward pass of one example, stage by stage", "stage", "value")
     fig.update_layout(showlegend=False)
     return fig
 

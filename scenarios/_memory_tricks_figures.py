@@ -47,7 +47,7 @@ def memory_figure(records: Records, layers: int) -> go.Figure:
         _, predicted = sweep(records, model)
         fig.add_scatter(x=k, y=measured / 1024, mode="lines+markers", name=f"{words} (counted)",
                         line=dict(color=category_color(i), width=4), marker=dict(size=10))
-        fig.add_scatter(x=k, y=predicted / 1024, mode="markers", name=f"{words}: model", marker=dict(
+        fig.add_scatter(x=k, y=predicted / 1024, mode="markers", name=f"{words}: model (k + n/k)·a" if i == 0 else f"{words}: model (k + 1)·a", marker=dict(
             color="black", symbol="x", size=7))
         full = none_value(records, metric)
         if full is not None and i == 0:
@@ -56,7 +56,7 @@ def memory_figure(records: Records, layers: int) -> go.Figure:
     fig.add_vline(x=math.sqrt(layers), line_dash="dash", annotation_text=f"k = √n = {math.sqrt(layers):.3g}",
                   annotation_position="top left")
     segments_axis(fig, sweep(records, "saved_peak_bytes")[0])
-    fig = layout(fig, f"Saved for backward, {layers} tanh layers in k checkpointed segments (model: (k + n/k)·a)",
+    fig = layout(fig, f"Bytes saved for backward vs k (n = {layers} layers)",
                  "segments k", "KiB (parameters excluded)")
     fig.update_layout(legend_title_text="saved bytes")
     return fig
@@ -70,7 +70,7 @@ def time_figure(records: Records) -> go.Figure:
     if full is not None:
         fig.add_hline(y=full, line_dash="dot", annotation_text=f"no checkpointing: {full:.1f} ms")
     segments_axis(fig, k)
-    fig = layout(fig, "Step time (forward + backward, median; measured on this machine)", "segments k", "ms per step")
+    fig = layout(fig, "Step time vs k (median, measured here)", "segments k", "ms per step")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
@@ -84,8 +84,8 @@ def accumulation_figure(records: Records) -> go.Figure:
             fig.add_scatter(x=k[1:], y=np.maximum(values[1:], 1e-12), mode="lines+markers", name=name,
                             line=dict(color=category_color((0, 1, 3)[i]), width=3))
     segments_axis(fig, k[1:])
-    fig = layout(fig, "Gradient of K accumulated micro-batches against one full batch (1e-7: float rounding)",
-                 "micro-batches K", "‖g_K − g_full‖ / ‖g_full‖", log_y=True)
+    fig = layout(fig, "K accumulated micro-batches vs one full batch",
+                 "micro-batches K", "‖g_K − g_full‖ / ‖g_full‖ (1e-7: float rounding)", log_y=True)
     fig.update_layout(legend_title_text="loss")
     return fig
 
@@ -99,7 +99,7 @@ def gap_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go.
         common = series.index.intersection(reference.index)
         fig.add_scatter(x=common, y=(series[common] - reference[common]).abs().to_numpy(), mode="lines", name=arm,
                         line=dict(color=colors.get(arm), width=3))
-    return layout(fig, "Resumed loss minus uninterrupted loss, step by step (0 = bitwise equal)", "step", "|Δ loss|")
+    return layout(fig, "Resumed minus uninterrupted loss (0: bitwise equal)", "step", "|Δ loss|")
 
 
 def resume_figure(records: Records, colors: dict[str, str], arms: list[str], metric: str, title: str,

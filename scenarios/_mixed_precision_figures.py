@@ -49,7 +49,7 @@ def as_share(fig: go.Figure) -> go.Figure:
 def lost_figure(records: Records, colors: dict[str, str], arms: list[str], master: dict[str, str]) -> go.Figure:
     """Updates lost as stored (solid), and for master-weight arms as they would be in 16 bits (dashed)."""
     fig = curves_figure(records, colors, "lost_updates", arms=arms, log_y=False, y_title="share of the step's updates",
-                        title="Updates rounded away (w + δ == w): solid as stored, dashed if stored in 16 bits")
+                        title="Updates rounded away (w + δ == w)")
     for arm, dtype in master.items():
         series = records.series(arm, f"lost_if_{dtype}")
         if len(series):
@@ -70,7 +70,7 @@ def histogram_figure(records: Records, arm: str, initial_scale: float) -> go.Fig
     fig.add_vline(x=-24, line_dash="dash", annotation_text="fp16's smallest: 2⁻²⁴")
     fig.add_vline(x=-24 - math.log2(initial_scale), line_dash="dot",
                   annotation_text=f"2⁻²⁴ / S (S = 2^{math.log2(initial_scale):g})", annotation_position="bottom left")
-    return layout(fig, f"Where the gradients lie ({arm}, step 0): below the dashed line fp16 holds 0",
+    return layout(fig, f"Gradients vs fp16's range ({arm}, step 0)",
                   "log2 |∂(loss_weight·CE)/∂w|", "entries")
 
 
@@ -86,7 +86,7 @@ def underflow_figure(records: Records) -> go.Figure:
                             hovertemplate=f"{name}<br>x = 2^%{{x}}<br>|round(x) − x|/x %{{y:.3g}}<extra></extra>")
     fig.add_vline(x=-24, line_dash="dash", annotation_text="2⁻²⁴")
     fig.add_vline(x=-14, line_dash="dot", annotation_text="2⁻¹⁴: fp16 subnormals below", annotation_position="bottom right")
-    return formats_legend(layout(fig, "Mean relative rounding error of random x (1: every x became 0)",
+    return formats_legend(layout(fig, "Relative rounding error of x (1: x became 0)",
                                  "log2 x (bins of ¼)", "|round(x) − x| / x", log_y=True))
 
 
@@ -100,22 +100,22 @@ def rounding_figure(records: Records) -> go.Figure:
             if len(values):
                 fig.add_scatter(x=x, y=values, mode="lines", name=f"{name}, {words}",
                                 line=dict(color=format_color(name), dash=dash, width=3))
-    fig = layout(fig, "Share of updates w + δ that change w (bands: |w|·2⁻¹² to |w|·2⁻¹¹, fp16; 2⁻⁹ to 2⁻⁸, bf16)",
-                 "log2 |δ| / |w|", "updates kept")
+    fig = layout(fig, "Updates w + δ that change w (shaded: the bands)",
+                 "log2 |δ| / |w|  (fp16 band −12…−11, bf16 −9…−8)", "updates kept")
     return formats_legend(as_share(fig))
 
 
 def sum_figure(records: Records) -> go.Figure:
     fig = go.Figure()
     for name in FORMATS:
-        series = records.series(SUM, f"weight/{name}")
-        if len(series):
+        values, updates = records.values(SUM, f"weight/{name}"), records.values(SUM, "updates")
+        if len(values) and len(values) == len(updates):
             label = "fp32 (a master copy)" if name == "fp32" else name
-            fig.add_scatter(x=series.index, y=series.to_numpy(), mode="lines", name=label,
+            fig.add_scatter(x=updates, y=values, mode="lines", name=label,
                             line=dict(color=format_color(name), width=6 - 1.5 * FORMATS.index(name)))
     fig.add_hline(y=2.0, line_dash="dash", line_color="gray", annotation_text="1 + 10⁴·10⁻⁴ = 2",
                   annotation_position="bottom right")
-    return formats_legend(layout(fig, "A weight of 1.0 after n updates of +1e-4, held in each format", "updates so far",
+    return formats_legend(layout(fig, "A weight of 1.0 after n updates of +1e-4", "updates so far",
                                  "weight"))
 
 

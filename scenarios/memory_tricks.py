@@ -89,7 +89,7 @@ class MemoryTricks(Scenario):
     tiny = {"layers": 4, "width": 32, "batch": 16, "timing_repeats": 1, "steps": 10}
     presets = {
         "the failure: resume without the optimizer state": {"dropped": "optimizer state"},
-        "the fix: everything in the checkpoint (and a fresh scheduler)": {"dropped": "scheduler state"},
+        "the fix (all four parts) beside a missing scheduler state": {"dropped": "scheduler state"},
         "resume without the RNG state": {"dropped": "RNG state"},
         "Chen et al. 2016: 64 layers": {"layers": 64, "width": 64},
     }
@@ -146,8 +146,7 @@ class MemoryTricks(Scenario):
         records, arms = Records(frame), arm_names(config)
         colors = arm_colors(arms, self.arm_universe())
         return {
-            "resume_loss": look.resume_figure(records, colors, arms, "loss", "Training loss: uninterrupted, resumed, and "
-                                              "resumed with a part missing", "cross-entropy (nats)", log_y=False),
+            "resume_loss": look.resume_figure(records, colors, arms, "loss", "Training loss: uninterrupted and resumed runs", "cross-entropy (nats)", log_y=False),
             "resume_gap": look.gap_figure(records, colors, arms),
             "checkpoint_contents": look.contents_figure(records, RESUMED),
             "checkpoint_memory": look.memory_figure(records, config.layers),

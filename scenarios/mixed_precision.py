@@ -127,7 +127,9 @@ class MixedPrecision(Scenario):
                   for claims in look.format_claims(records)[:2] if claims]
         sums = look.format_claims(records)[2]
         if sums:
-            sweeps.append(say("After 10⁴ updates of +1e-4 to a weight of 1.0: " + ", ".join(["{}"] * len(sums)) + ".", *sums))
+            done = look.claim("{}", lambda r: r.last(SUM, "updates"), records, lambda v: f"{v:,.0f}")
+            sweeps.append(say("After {} updates of +1e-4 to a weight of 1.0: " + ", ".join(["{}"] * len(sums)) + ".",
+                              done, *sums))
         shown = [arm for arm in arm_names(config) if records.series(arm, "test_loss").size]
         if not shown:
             return Explanation(sweeps[0], tuple(sweeps[1:])) if sweeps else Explanation(
@@ -155,8 +157,8 @@ class MixedPrecision(Scenario):
                                                           y_title="share of entries")),
             "lost_updates": look.lost_figure(records, colors, arms, {SCALED: "fp16", BF16: "bf16"}),
             "loss_scale": curves_figure(records, colors, "loss_scale", arms=scaled, log_y=True,
-                                        title="GradScaler's scale S (×2 after growth_interval clean steps, ×½ on inf)",
-                                        y_title="S"),
+                                        title="GradScaler's loss scale S",
+                                        y_title="S (×2 per growth_interval clean steps, ×½ on inf)"),
             "grad_histogram": look.histogram_figure(records, FP32, INITIAL_SCALE),
             "underflow": look.underflow_figure(records),
             "rounding": look.rounding_figure(records),

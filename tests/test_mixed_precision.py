@@ -68,7 +68,7 @@ def test_for_any_w_updates_below_2_to_the_minus_p_minus_2_are_lost_and_above_2_t
 
 def test_ten_thousand_updates_of_1e_minus_4_leave_fp16_at_1_and_bring_fp32_to_2() -> None:
     last = list(number_formats.accumulate(10_000, 1e-4))[-1]
-    assert last.step == 10_000
+    assert last.metrics["updates"] == 10_000
     assert last.metrics["weight/fp16"] == 1.0, f"fp16 weight {last.metrics['weight/fp16']}"
     assert last.metrics["weight/bf16"] == 1.0, f"bf16 weight {last.metrics['weight/bf16']}"
     assert abs(last.metrics["weight/fp32"] - 2.0) < 1e-3, f"fp32 master {last.metrics['weight/fp32']:.6f}"
