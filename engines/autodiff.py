@@ -55,13 +55,13 @@ class TinyNet(nn.Module):
 
 
 def module_records(model: nn.Module) -> dict[str, float]:
-    """Per parameter and buffer: `module/<name>/<fact>` (kind 1 = buffer, shape, numel, bytes, requires_grad)."""
+    """Per parameter and buffer: `module/<name>/<fact>` (is_buffer, dims, rows, cols, numel, bits, requires_grad)."""
     named = [(n, t, 0.0) for n, t in model.named_parameters()] + [(n, t, 1.0) for n, t in model.named_buffers()]
     metrics = {}
     for name, tensor, kind in named:
         shape = list(tensor.shape) + [1] * (2 - tensor.dim())
         metrics.update({f"module/{name}/is_buffer": kind,
-                        f"module/{name}/rows": float(shape[0]), f"module/{name}/cols": float(shape[1]),
+                        f"module/{name}/dims": float(tensor.dim()), f"module/{name}/rows": float(shape[0]), f"module/{name}/cols": float(shape[1]),
                         f"module/{name}/numel": float(tensor.numel()), f"module/{name}/bits": float(tensor.element_size() * 8),
                         f"module/{name}/requires_grad": float(tensor.requires_grad)})
     return metrics

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
-from scenarios.plotting import category_color, layout
+from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
 
 PASS = "one forward and backward pass"
@@ -30,18 +30,22 @@ def fact(records: Records, name: str, what: str) -> float | None:
     return records.at(PASS, f"module/{name}/{what}", 0)
 
 
+def shape(records: Records, name: str) -> str:
+    rows, cols = fact(records, name, "rows"), fact(records, name, "cols")
+    return f"({rows:.0f},)" if fact(records, name, "dims") == 1 else f"({rows:.0f}, {cols:.0f})"
+
+
 def module_figure(records: Records) -> go.Figure:
     """One bar per tensor the module owns (its numel), parameters and buffers apart, shape and dtype written on it."""
     fig = go.Figure()
     for i, (kind, buffers) in enumerate((("parameters (requires_grad)", 0.0), ("buffers (no gradient)", 1.0))):
         names = [n for n in tensors(records) if fact(records, n, "is_buffer") == buffers]
-        text = [f"{fact(records, n, 'rows'):.0f} × {fact(records, n, 'cols'):.0f}, float{fact(records, n, 'bits'):.0f}"
-                for n in names]
+        text = [f"{shape(records, n)}, float{fact(records, n, 'bits'):.0f}" for n in names]
         fig.add_bar(y=names, x=[fact(records, n, "numel") for n in names], orientation="h", name=kind, text=text,
                     textposition="auto", marker_color=category_color(6 if buffers else 0),
                     hovertemplate="%{y}: %{text}, %{x} numbers<extra></extra>")
-    fig.update_yaxes(autorange="reversed")
     fig = layout(fig, "TinyNet's parameters and buffers", "numel", "")
+    fig.update_yaxes(type="category", autorange="reversed")  # layout() types y as linear
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), legend_title_text="")
     return fig
 
@@ -88,7 +92,7 @@ def graph_figure(records: Records) -> go.Figure:
     fig.update_yaxes(zeroline=False, dtick=1, tickvals=[-d for d in lanes], ticktext=[str(d) for d in lanes])
     fig = layout(fig, "Autograd graph (n. = the order backward ran it)", "", "depth from loss.grad_fn")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.05, x=0), legend_title_text="", height=520)
-    return fig
+    return full_width(fig)
 
 
 # --- the chain rule -------------------------------------------------------------------------------
@@ -112,7 +116,7 @@ def chain_figure(records: Records, unit: int, input_: int) -> go.Figure:
                         marker=dict(symbol="circle-open", size=20, color="black", line=dict(width=2)))
     fig = layout(fig, f"Backward step by step: the chain rule to W[{unit},{input_}]", "backward node", "value")
     fig.update_layout(legend_title_text="")
-    return fig
+    return full_width(fig)
 
 
 def checks_figure(records: Records) -> go.Figure:
