@@ -191,3 +191,20 @@ def contents_sentence(records: Records, arm: str) -> Sentence | None:
              if (value := records.at(arm, f"checkpoint_bytes/{name}", step)) is not None]
     return say(f"The checkpoint saved at step {step}: " + ", ".join(["{}"] * len(parts))
                + " (each part measured alone; Adam keeps two moments per weight)", *parts)
+
+
+def lr_gap(arm: str):
+    """records -> max |lr(arm) − lr(uninterrupted)| over the steps both recorded."""
+    def compute(records: Records) -> float | None:
+        a, b = records.series(arm, "lr"), records.series(UNINTERRUPTED, "lr")
+        common = a.index.intersection(b.index)
+        return float((a[common] - b[common]).abs().max()) if len(common) else None
+    return compute
+
+
+def lr_sentence(records: Records, arms: list[str]) -> Sentence | None:
+    """How far each resumed run's learning rate strayed (it lives in the optimizer's param_groups and
+    the scheduler's position)."""
+    parts = [Computed(f"{{}} ({arm})", value, lr_gap(arm)) for arm in arms[1:] if (value := lr_gap(arm)(records)) is not None]
+    return say("Largest learning-rate difference from the uninterrupted run after the resume: "
+               + ", ".join(["{}"] * len(parts)), *parts) if parts else None

@@ -125,7 +125,7 @@ class Autodiff(Scenario):
         if pretrained is not None:
             details.append(say("Pretraining on task A: held-out accuracy {} (chance 0.1)", Final(
                 PRETRAIN, "test_accuracy", pretrained, records.last(PRETRAIN, "test_accuracy"))))
-        tuned = [say("{}: {}", arm, trajectory(records, arm, "test_accuracy", label="B test accuracy"))
+        tuned = [say("{}: task B test accuracy {}", arm, trajectory(records, arm, "test_accuracy"))
                  for arm in look.arms_end(records, TUNED)]
         if not chain and not tuned:
             return Explanation(waiting="Run to record one forward pass, walk its graph, and train the transfer arms.")

@@ -127,8 +127,8 @@ class MemoryTricks(Scenario):
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records = Records(frame)
-        details = [look.contents_sentence(records, RESUMED), look.peak_sentence(records, config.layers),
-                   look.accumulation_sentence(records)]
+        details = [look.contents_sentence(records, RESUMED), look.lr_sentence(records, arm_names(config)),
+                   look.peak_sentence(records, config.layers), look.accumulation_sentence(records)]
         resumes = [s for arm in arm_names(config)[1:] if (s := look.resume_sentence(records, arm)) is not None]
         if resumes:
             takeaway = join(*resumes)
