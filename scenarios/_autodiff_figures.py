@@ -2,7 +2,6 @@
 path, the gradient checks, and the transfer-learning curves — all from the records of the run."""
 import re
 
-import numpy as np
 import plotly.graph_objects as go
 
 from scenarios.claims import Computed
@@ -206,5 +205,3 @@ def chance_line(fig: go.Figure, classes: int) -> go.Figure:
 def arms_end(records: Records, arms: list[str]) -> list[str]:
     return [arm for arm in arms if len(records.values(arm, "test_accuracy"))]
 
-
-__all__ = ["np"]
