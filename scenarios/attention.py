@@ -107,7 +107,7 @@ class Attention(Scenario):
 
     def arm_universe(self) -> list[str]:
         every = [heads_label(h, layers) for layers in (1, 2) for h in (1, 2, 4, 8)]
-        return [heads_label(2, 1), heads_label(1, 1), uniform_label(1), *every, uniform_label(2), SWEEP]
+        return list(dict.fromkeys([heads_label(2, 1), heads_label(1, 1), uniform_label(1), *every, uniform_label(2), SWEEP]))
 
     # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:

@@ -59,7 +59,7 @@ class Positions(Scenario):
     topic = "Architecture"
     question = "How does attention, blind to order, learn where tokens are, and which encoding carries to longer sequences?"
     terms = {
-        "Positional encoding": shown_by("length_generalization", LENGTH_PREFIX, "equivariance_error",
+        "Positional encoding": shown_by("length_generalization", "eval_accuracy/", "equivariance_error",
                                         how="no positions, learned, sinusoidal and RoPE on one task, at and past the trained length"),
         "RoPE": shown_by("rope_rotation", "rope_dot/", "rope_relative_error", arm=ROTATION,
                          how="⟨R_m q, R_n k⟩ depends on m − n only: every pair lies on one curve"),
