@@ -25,7 +25,7 @@ from engines.records import Diverged, StepRecord
 from engines.training import train
 
 KEYS, VALUES, QUERIES, D_MODEL = 16, 16, 4, 32
-EVAL_SIZE, BATCH = 256, 64
+EVAL_SIZE, BATCH = 256, 32
 
 
 class LookupTask:
@@ -90,7 +90,7 @@ class HeadsArm:
     layers: int = 1
     uniform: bool = False  # the attention scores frozen at 0: every position takes the mean
     pairs: int = 8
-    lr: float = 3e-3
+    lr: float = 5e-3
     seed: int = 0
 
 

@@ -45,8 +45,8 @@ class Config(ScenarioConfig):
     heads: Heads = Field("1,2,4", description="Head counts to train, one arm each: d_model 32 split into heads of 32/heads.")
     layers: int = Field(1, ge=1, le=2, description="Self-attention layers. With two, one head can make both lookups in turn.")
     pairs: int = Field(8, ge=4, le=12, description="Key→value pairs in each context (16 possible keys, 16 values).")
-    steps: int = Field(200, ge=10, le=2000, description="Adam steps, a fresh batch of 64 contexts each.")
-    lr: float = Field(3e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Adam learning rate.")
+    steps: int = Field(200, ge=10, le=2000, description="Adam steps, a fresh batch of 32 contexts each.")
+    lr: float = Field(5e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Adam learning rate.")
     baseline: bool = Field(True, description="Also train the same model with every score frozen at 0: uniform weights, no attention.")
     map_heads: int = view_field(2, ge=1, le=8, description="Whose attention maps to draw: the arm with this many heads (or the nearest).")
 
