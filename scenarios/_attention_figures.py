@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from scenarios.claims import Computed, fmt
 from scenarios.explanation import Sentence, say
-from scenarios._recorded import percent, recorded
+from scenarios._recorded import percent, recorded, snapshot
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
 
@@ -100,8 +100,11 @@ def sweep_figure(records: Records, metric: str, title: str, y_title: str, *, log
         name, values = reference
         fig.add_scatter(x=found, y=values[:len(found)], name=name, mode="lines", line=dict(color="gray", dash="dot"),
                         hoverinfo="skip")
-    if marker is not None and found:
-        fig.add_vline(x=marker, line_dash="dash", line_color="lightgray")
+    marker = nearest_dim(records, marker) if marker is not None else None
+    ys = [y for trace in fig.data for y in trace.y]
+    if marker is not None and ys:  # a trace, not a shape: shapes on a log axis take exponents
+        fig.add_scatter(x=[marker, marker], y=[min(ys), max(ys)], mode="lines", name=f"d_k = {marker} (drawn below)",
+                        line=dict(color="lightgray", dash="dash"), hoverinfo="skip")
     layout(fig, title, "d_k (log scale)", y_title + (" (log scale)" if log_y else ""), log_y=log_y)
     fig.update_layout(legend_title_text="scores", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig.update_xaxes(type="log", tickvals=found or None)
@@ -153,47 +156,46 @@ def heads_figure(records: Records, colors: dict[str, str], arms: list[str], last
                       annotation_text=f"{uniform}: {percent(value)}", annotation_position="top left")
     fig.add_hline(y=100 / VALUES, line_dash="dot", line_color="gray", annotation_text=f"chance 1/{VALUES}",
                   annotation_position="bottom right")
-    layout(fig, f"Held-out lookup accuracy at step {last_step} vs number of heads (d_model 32)",
+    layout(fig, f"Held-out accuracy vs number of heads (step {last_step})",
            "heads (each of d_model/heads dimensions)", "held-out accuracy (%)")
     return fig.update_xaxes(type="log", tickvals=[1, 2, 4, 8]).update_yaxes(range=[0, 105])
 
 
-def token_labels(records: Records, arm: str) -> tuple[list[str], list[str]]:
-    """Column labels (every position: `k3→v7`, then `q: 3,9`) and row labels (the queries)."""
+def token_labels(tokens: dict[str, float]) -> tuple[list[str], list[str]]:
+    """Column labels (every position: `k3→v7`, then `q 3,9`) and row labels (the queries)."""
     def token(name: str) -> str:
-        value = records.first(arm, f"example/{name}")
+        value = tokens.get(f"example/{name}")
         return "?" if value is None else f"{value:.0f}"
-    pairs = sorted(m for m in records.metrics(arm) if m.startswith("example/key_"))
-    queries = sorted({m.split("/")[1] for m in records.metrics(arm) if m.startswith("example/query_")})
-    columns = [f"k{token(m[8:])}→v{token('value_' + m[12:])}" for m in pairs]
+    pairs = sorted(m[len("example/key_"):] for m in tokens if m.startswith("example/key_"))
+    queries = sorted({m.split("/")[1] for m in tokens if m.startswith("example/query_")})
     rows = [f"q {token(q + '/a')},{token(q + '/b')}" for q in queries]
-    return columns + rows, rows
+    return [f"k{token('key_' + i)}→v{token('value_' + i)}" for i in pairs] + rows, rows
 
 
 def maps_figure(records: Records, arm: str | None) -> go.Figure:
     """Each head's attention weights (rows: the queries of the drawn example; columns: every
     position), at the arm's latest snapshot; one panel per layer and head."""
-    names = [m for m in records.metrics(arm) if m.startswith("attn/")] if arm else []
-    if not names:
-        fig = go.Figure()
-        return layout(fig, "Attention maps of the drawn example (waiting for a trained arm)", "position", "query")
-    grid = {tuple(int(part[1:]) for part in m.split("/")[1:]): m for m in names}  # (layer, head, q, p) -> metric
+    step, weights = snapshot(records, arm, "attn/") if arm else (None, {})
+    if not weights:
+        return layout(go.Figure(), "Attention maps of the drawn example (waiting for a trained arm)", "position", "query")
+    grid = {tuple(int(part[1:]) for part in m.split("/")[1:]): v for m, v in weights.items()}  # (layer, head, q, p)
     layers, heads = max(k[0] for k in grid), max(k[1] for k in grid)
     queries, positions = max(k[2] for k in grid) + 1, max(k[3] for k in grid) + 1
-    step = records.last_step(arm, names[0])
-    columns, rows = token_labels(records, arm)
+    columns, rows = token_labels(snapshot(records, arm, "example/")[1])  # recorded once, at the first log
     titles = [f"layer {l} · head {h}" for l in range(1, layers + 1) for h in range(1, heads + 1)]
     fig = make_subplots(rows=layers, cols=heads, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.2)
-    for (layer, head) in {(k[0], k[1]) for k in grid}:
-        z = np.array([[records.at(arm, grid[(layer, head, q, p)], step) for p in range(positions)] for q in range(queries)])
+    for (layer, head) in sorted({(k[0], k[1]) for k in grid}):
+        z = np.array([[grid.get((layer, head, q, p), np.nan) for p in range(positions)] for q in range(queries)])
         fig.add_heatmap(z=z, x=columns[:positions], y=rows[:queries], zmin=0, zmax=1, colorscale="Blues",
                         showscale=(layer, head) == (1, 1), colorbar=dict(title="weight"), row=layer, col=head,
                         hovertemplate=f"layer {layer} · head {head}<br>query %{{y}}<br>position %{{x}}<br>"
                                       "weight %{z:.3f}<extra></extra>")
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=11))
+    fig.update_yaxes(title_text="query (its two keys)", col=1)
+    fig.update_xaxes(tickangle=-50, tickfont=dict(size=10))
+    fig.update_xaxes(title_text="position: key→value pairs, then the queries", row=layers)
     fig.update_layout(title=f"{arm}: attention of each query over the drawn example (step {step})",
-                      height=260 + 170 * layers, margin=dict(l=70, r=20, t=80, b=60))
+                      height=280 + 190 * layers, margin=dict(l=90, r=20, t=80, b=60))
     return full_width(fig)
 
 

@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios._recorded import listed, percent, recorded
+from scenarios._recorded import listed, percent, recorded, snapshot
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
 from scenarios.plotting import category_color, full_width, layout
@@ -44,23 +44,20 @@ def align_uniform_figure(records: Records, colors: dict[str, str], arms: list[st
 
 def embeddings_figure(records: Records, arms: list[str], classes: int) -> go.Figure:
     """PCA of the held-out embeddings per arm (latest snapshot), coloured by the latent class; raw views first."""
-    labels = records.has("class/", RAW)
-    names = [arm for arm in [RAW, *arms] if records.has("pca/", arm)]
-    fig = make_subplots(rows=1, cols=max(1, len(names)), subplot_titles=[
-        f"{arm} (step {records.last_step(arm, 'pca/x/000')})" for arm in names] or None, horizontal_spacing=0.04)
-    if names and labels:
-        points = sorted(m for m in records.metrics(RAW) if m.startswith("class/"))
-        point_class = [int(records.first(RAW, m)) for m in points]
-        for col, arm in enumerate(names, start=1):
-            step = records.last_step(arm, "pca/x/000")
-            xs = [records.at(arm, f"pca/x/{i:03d}", step) for i in range(len(points))]
-            ys = [records.at(arm, f"pca/y/{i:03d}", step) for i in range(len(points))]
-            for c in range(classes):
-                keep = [i for i, k in enumerate(point_class) if k == c]
-                fig.add_scatter(x=[xs[i] for i in keep], y=[ys[i] for i in keep], mode="markers", name=f"class {c}",
-                                legendgroup=f"class {c}", showlegend=col == 1, row=1, col=col,
-                                marker=dict(color=category_color(c), size=6, line=dict(width=0.5, color="#444")),
-                                hovertemplate=f"{arm}<br>class {c}<br>PC1 %{{x:.2f}}, PC2 %{{y:.2f}}<extra></extra>")
+    _, labels = snapshot(records, RAW, "class/")
+    point_class = [int(labels[m]) for m in sorted(labels)]
+    clouds = [(arm, *snapshot(records, arm, "pca/")) for arm in [RAW, *arms]]
+    clouds = [(arm, step, cloud) for arm, step, cloud in clouds if cloud]
+    fig = make_subplots(rows=1, cols=max(1, len(clouds)), horizontal_spacing=0.04,
+                        subplot_titles=[f"{arm} (step {step})" if arm != RAW else RAW for arm, step, _ in clouds] or None)
+    for col, (arm, step, cloud) in enumerate(clouds if point_class else [], start=1):
+        xs, ys = ([cloud.get(f"pca/{axis}/{i:03d}") for i in range(len(point_class))] for axis in "xy")
+        for c in range(classes):
+            keep = [i for i, k in enumerate(point_class) if k == c]
+            fig.add_scatter(x=[xs[i] for i in keep], y=[ys[i] for i in keep], mode="markers", name=f"class {c}",
+                            legendgroup=f"class {c}", showlegend=col == 1, row=1, col=col,
+                            marker=dict(color=category_color(c), size=6, line=dict(width=0.5, color="#444")),
+                            hovertemplate=f"{arm}<br>class {c}<br>PC1 %{{x:.2f}}, PC2 %{{y:.2f}}<extra></extra>")
     fig.update_layout(title="PCA of held-out embeddings (unit vectors; raw: the observations), coloured by latent class",
                       height=380, margin=dict(l=50, r=20, t=80, b=40), legend_title_text="latent class")
     return full_width(fig)
@@ -71,15 +68,20 @@ def probe_figure(curves: go.Figure, records: Records, classes: int) -> go.Figure
     raw = records.first(RAW, "probe_accuracy")
     if raw is not None:
         curves.add_hline(y=raw, line_dash="dash", line_color="gray", annotation_text=f"probe on raw observations {percent(raw)}",
-                         annotation_position="top left")
+                         annotation_position="bottom right")
     curves.add_hline(y=1 / classes, line_dash="dot", line_color="gray", annotation_text=f"chance 1/{classes}",
-                     annotation_position="bottom right")
+                     annotation_position="top right")
     return curves.update_yaxes(range=[0, 1.02], tickformat=".0%")
 
 
 def hardest_figure(curves: go.Figure, batch: int) -> go.Figure:
-    curves.add_hline(y=1 / (batch - 1), line_dash="dot", line_color="gray",
-                     annotation_text=f"every negative alike: 1/(N − 1) = {1 / (batch - 1):.4f}")
+    """The shared curves, with 1/(N − 1) (every negative alike) as a dotted trace (a line shape misplaces
+    its label on a log axis)."""
+    steps = [x for trace in curves.data for x in (trace.x if trace.x is not None else [])]
+    if steps:
+        floor = 1 / (batch - 1)
+        curves.add_scatter(x=[min(steps), max(steps)], y=[floor, floor], mode="lines", name=f"1/(N − 1) = {floor:.4f}",
+                           line=dict(color="gray", dash="dot"), hovertemplate="every negative alike<extra></extra>")
     return curves
 
 

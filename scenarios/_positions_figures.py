@@ -4,7 +4,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios._recorded import listed, percent, recorded
+from scenarios._recorded import listed, percent, recorded, snapshot
 from scenarios.claims import Computed, fmt
 from scenarios.explanation import Sentence, say
 from scenarios.plotting import full_width, layout
@@ -40,35 +40,31 @@ def length_figure(records: Records, colors: dict[str, str], train_length: int) -
                         line=dict(color="gray" if guess else colors.get(arm), dash="dash" if guess else "solid"),
                         hovertemplate=f"{arm}<br>length %{{x}}<br>held-out accuracy %{{y:.1f}}%<extra></extra>")
     fig.add_vline(x=train_length, line_dash="dot", line_color="gray", annotation_text=f"trained at length {train_length}")
-    layout(fig, "Held-out accuracy against sequence length (longer than trained on to the right)",
+    layout(fig, "Held-out accuracy vs sequence length",
            "evaluation length (tokens)", "held-out accuracy (%)")
     return fig.update_yaxes(range=[0, 105]).update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
 
 
 def maps_figure(records: Records, arms: list[str], head: int) -> go.Figure:
     """Each scheme's attention weights (mean over the held-out batch) at its latest snapshot, one head."""
-    shown = []
-    for arm in arms:
-        names = [m for m in records.metrics(arm) if m.startswith("attn/")]
-        if names:
-            shown.append((arm, names))
+    shown = [(arm, *snapshot(records, arm, "attn/")) for arm in arms]
+    shown = [(arm, step, {tuple(int(p[1:]) for p in m.split("/")[1:]): v for m, v in weights.items()})
+             for arm, step, weights in shown if weights]
     if not shown:
         return layout(go.Figure(), "Attention maps (waiting for the first snapshot)", "key position", "query position")
-    layers = max(int(m.split("/")[1][1:]) for _, names in shown for m in names)
-    heads = max(int(m.split("/")[2][1:]) for _, names in shown for m in names)
-    head = min(head, heads)
-    titles = [f"{arm} · layer {l}" for l in range(1, layers + 1) for arm, _ in shown]
+    layers = max(k[0] for _, _, grid in shown for k in grid)
+    head = min(head, max(k[1] for _, _, grid in shown for k in grid))
+    titles = [f"{arm} · layer {l}" for l in range(1, layers + 1) for arm, _, _ in shown]
     fig = make_subplots(rows=layers, cols=len(shown), subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.15)
-    for col, (arm, names) in enumerate(shown, start=1):
-        step = records.last_step(arm, names[0])
-        size = max(int(m.split("/")[3][1:]) for m in names) + 1
+    for col, (arm, step, grid) in enumerate(shown, start=1):
+        size = max(k[2] for k in grid) + 1
         for layer in range(1, layers + 1):
-            z = np.array([[records.at(arm, f"attn/l{layer}/h{head}/q{q:02d}/p{p:02d}", step) for p in range(size)]
-                          for q in range(size)], dtype=float)
+            z = np.array([[grid.get((layer, head, q, p), np.nan) for p in range(size)] for q in range(size)])
             fig.add_heatmap(z=z, zmin=0, zmax=1, colorscale="Blues", showscale=col == 1 and layer == 1,
                             colorbar=dict(title="weight"), row=layer, col=col,
                             hovertemplate=f"{arm} (step {step})<br>query %{{y}} → key %{{x}}<br>weight %{{z:.3f}}<extra></extra>")
-    fig.update_yaxes(autorange="reversed", title_text="query position", col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="query position", col=1)
     fig.update_xaxes(title_text="key position", row=layers)
     fig.update_layout(title=f"Attention weights, head {head}, mean over held-out sequences", height=240 + 230 * layers,
                       margin=dict(l=70, r=20, t=80, b=50))
@@ -76,8 +72,8 @@ def maps_figure(records: Records, arms: list[str], head: int) -> go.Figure:
 
 
 def rope_pairs(records: Records) -> list[tuple[int, int, float]]:
-    names = [m for m in records.metrics(ROTATION) if m.startswith("rope_dot/")]
-    return [(int(m.split("/")[1][2:]), int(m.split("/")[2][2:]), records.first(ROTATION, m)) for m in names]
+    _, dots = snapshot(records, ROTATION, "rope_dot/")
+    return [(int(m.split("/")[1][2:]), int(m.split("/")[2][2:]), v) for m, v in dots.items()]
 
 
 def rope_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -93,8 +89,8 @@ def rope_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         offsets, first = np.unique(m - n, return_index=True)  # one pair per offset: the curve f(m − n)
         fig.add_scatter(x=offsets, y=dots[first], mode="lines", name="f(m − n)", line=dict(color="gray"), hoverinfo="skip")
     base = records.first(ROTATION, "log_base")
-    title = "RoPE: ⟨R_m q, R_n k⟩ against m − n (random q, k, float64)" + (f", base 10^{base:.2g}" if base else "")
-    return layout(fig, title, "offset m − n", "⟨R_m q, R_n k⟩")
+    title = "RoPE: ⟨R_m q, R_n k⟩ vs m − n" + (f" (base 10^{base:.2g})" if base else "")
+    return layout(fig, title, "offset m − n (random q, k in float64)", "⟨R_m q, R_n k⟩").update_layout(legend_title_text="")
 
 
 def permutation_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go.Figure:
@@ -106,9 +102,9 @@ def permutation_figure(records: Records, colors: dict[str, str], arms: list[str]
             continue
         fig.add_bar(x=[arm], y=[value], name=arm, marker_color=colors.get(arm), text=[fmt(value)], textposition="outside",
                     hovertemplate=f"{arm} (step {step})<br>max |f(Px) − P f(x)| %{{y:.3g}}<extra></extra>")
-    layout(fig, "Permuting the input: how far the output is from the permuted output", "",
-           "max |f(Px) − P f(x)| over the logits")
-    return fig.update_layout(showlegend=False)
+    layout(fig, "Permutation test: max |f(Px) − P f(x)|", "", "largest change over the logits")
+    fig.update_traces(cliponaxis=False)
+    return fig.update_layout(showlegend=False, margin=dict(t=70))
 
 
 # --- claims -------------------------------------------------------------------------------------

@@ -23,3 +23,17 @@ def listed(claims: list) -> tuple[str, list]:
     """', '.join of a slot per claim that is there, and those claims (missing ones dropped)."""
     present = [claim for claim in claims if claim is not None]
     return ", ".join(["{}"] * len(present)), present
+
+
+def snapshot(records: Records, arm: str, prefix: str, step: int | None = None) -> tuple[int | None, dict[str, float]]:
+    """Every metric of `arm` under `prefix` at `step` (default: the latest step that has any): one
+    filter of the frame instead of a lookup per value (maps and point clouds have hundreds)."""
+    frame = records.frame
+    if frame.empty:
+        return None, {}
+    rows = frame[(frame["arm"] == arm) & frame["metric"].str.startswith(prefix)]
+    if rows.empty:
+        return None, {}
+    step = int(rows["step"].max()) if step is None else step
+    at = rows[rows["step"] == step]
+    return step, dict(zip(at["metric"], at["value"].astype(float)))

@@ -150,7 +150,7 @@ class Attention(Scenario):
             "entropy": look.sweep_figure(records, "entropy", f"Softmax entropy over {config.keys} keys against d_k",
                                          "entropy (nats)", log_y=False, reference=(f"ln {config.keys}", [math.log(config.keys)] * len(DIMS)), **lines),
             "score_gradient": look.sweep_figure(records, "grad_scores", "Gradient reaching the scores, ‖∂L/∂scores‖",
-                                                "‖∂L/∂s‖ per query", log_y=True, **lines),
+                                                "‖∂L/∂s‖, mean over queries", log_y=False, **lines),
             "example_weights": look.example_weights_figure(records, config.d_k),
             "loss": curves_figure(records, colors, "loss", arms=arms, title="Training loss (cross-entropy per lookup)",
                                   y_title="nats", log_y=False),

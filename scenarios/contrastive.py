@@ -40,7 +40,8 @@ class Config(ScenarioConfig):
     temperatures: Sweep = Field("0.05,0.1,0.5,1", description="τ values to train, one arm each (SimCLR compared 0.05, 0.1, 0.5, 1).")
     batch: int = Field(128, ge=16, le=512, json_schema_extra={"scale": "log"},
                        description="Pairs per batch N: each anchor has N − 1 negatives; the loss starts near log N.")
-    embedding_dim: int = Field(16, ge=2, le=64, description="Dimension of the unit embedding.")
+    embedding_dim: int = Field(16, ge=2, le=64, description="Dimension of the unit embedding. At 2 the 8 classes share "
+                               "a circle: the probe falls below the raw observations' (seed 0: 46-54% against 73%).")
     classes: int = Field(8, ge=2, le=8, description="Latent clusters; the probe's chance is 1/classes.")
     view_noise: float = Field(0.3, ge=0.0, le=1.0, description="Noise on the latent point, fresh for each view.")
     nuisance: float = Field(2.0, ge=0.0, le=4.0, description="Scale of the nuisance input that differs between the two views.")
@@ -79,9 +80,10 @@ class Contrastive(Scenario):
     Config = Config
     tiny = {"temperatures": "0.1", "steps": 12, "batch": 32}
     presets = {
-        "the failure: τ = 0.02 and τ = 1": {"temperatures": "0.02,1"},
-        "the fix: SimCLR's τ = 0.1": {"temperatures": "0.1"},
-        "Chen et al. 2020: τ sweep": {"temperatures": "0.05,0.1,0.5,1"},
+        "the failure: a 2-d embedding": {"embedding_dim": 2},
+        "the fix: 16 dimensions": {"embedding_dim": 16},
+        "Chen et al. 2020: τ ∈ {0.05, 0.1, 0.5, 1}": {"temperatures": "0.05,0.1,0.5,1"},
+        "the extremes: τ = 0.02 and 1": {"temperatures": "0.02,1"},
         "fewer negatives (N = 16)": {"batch": 16},
         "more negatives (N = 512)": {"batch": 512},
     }

@@ -41,7 +41,8 @@ class Config(ScenarioConfig):
     layers: int = Field(1, ge=1, le=2, description="Self-attention layers (no MLP, no mask), d_model 24.")
     heads: int = Field(2, ge=1, le=4, description="Heads per layer (d_head = 24/heads).")
     rope_base: float = Field(1e4, ge=10.0, le=1e6, json_schema_extra={"scale": "log"},
-                             description="RoPE's base b: θ_i = b^(−2i/d). Small b turns fast and repeats sooner.")
+                             description="RoPE's base b: θ_i = b^(−2i/d). At b = 100 accuracy falls past 1.5× the trained "
+                                         "length (seed 0: 84% at 16, 43% at 32); at 10⁴, 98% at 32.")
     steps: int = Field(200, ge=10, le=2000, description="Adam steps, a fresh batch of 64 sequences each.")
     lr: float = Field(3e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Adam learning rate.")
     map_head: int = view_field(1, ge=1, le=4, description="Which head's attention maps to draw (every head is recorded).")
@@ -72,11 +73,10 @@ class Positions(Scenario):
     Config = Config
     tiny = {"steps": 12, "train_length": 6}
     presets = {
-        "the failure: no positions": {"offset": 1},
-        "the fix: RoPE past the trained length": {"train_length": 8, "steps": 300},
+        "the failure: RoPE with base 100": {"rope_base": 100.0},
+        "the fix: Su et al. 2021's base 10000": {"rope_base": 1e4},
         "two back, two layers": {"offset": 2, "layers": 2},
-        "Su et al. 2021: base 10000": {"rope_base": 1e4},
-        "a small RoPE base (100)": {"rope_base": 100.0},
+        "trained on 4 tokens": {"train_length": 4},
     }
 
     def phases(self, config: Config) -> list[list[Arm]]:
