@@ -14,6 +14,8 @@ is one weighted mean of value vectors: attending to both keys it reads the sum o
 values and loses which went with which, so it gets one lookup right and guesses the other's
 order. Two heads make one lookup each (so do two layers with one head). The same model with
 every score frozen at 0 — uniform weights, no attention — sees only the bag of values.
+Measured at the defaults (200 steps): two heads 99.9–100% on seeds 0–23, one head 52–55%,
+uniform scores 22–23% (chance 1/16); the sweep's Var(q·k)/d_k within 5% of 1 on seeds 0–19.
 
 Look at the sweep (variance, entropy, score gradient against d_k), the held-out accuracy
 against the number of heads, and the attention maps: with two heads, each query's row in
