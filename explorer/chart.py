@@ -63,6 +63,10 @@ function themed(layout, element) {
 
 export default function (component) {
   const { data, parentElement } = component;
+  if (!data.figure) {  // the preload: fetch plotly.js while the page is read, not after Run
+    plotlyFrom(data.plotly);
+    return;
+  }
   let chart = parentElement.querySelector("div.explorer-chart");
   if (!chart) {
     chart = document.createElement("div");
@@ -76,9 +80,15 @@ export default function (component) {
   chart.dataset.version = data.version;
   plotlyFrom(data.plotly).then((Plotly) => setTimeout(() => {
     if (chart.dataset.version !== data.version) return;  // a newer figure came meanwhile
+    const started = performance.now();
     const figure = JSON.parse(data.figure);
     Plotly.react(chart, figure.data, themed(figure.layout, parentElement),
-                 {displaylogo: false, responsive: true}).then(() => { chart.dataset.drawn = data.version; });
+                 {displaylogo: false, responsive: true}).then(() => {
+      chart.dataset.drawn = data.version;
+      const draws = window.__explorerDraws = window.__explorerDraws || [];  // read by bench/page_bench.py
+      draws.push({name: data.name, ms: performance.now() - started, at: started});
+      if (draws.length > 1000) draws.splice(0, 500);
+    });
   }, 0));
 }
 """
@@ -104,6 +114,11 @@ def payload(name: str, figure: go.Figure) -> dict:
 def draw(key: str, drawn: dict) -> None:
     """Mount (or update in place) the chart component `key` with a `payload`."""
     _chart(key=key, data={**drawn, "plotly": _plotly_url()}, height=drawn["height"])
+
+
+def preload() -> None:
+    """Start fetching plotly.js now (an empty element), so the first chart after Run does not wait for it."""
+    _chart(key="explorer-plotly-preload", data={"plotly": _plotly_url()}, height=0)
 
 
 def thin(trace: dict) -> dict:

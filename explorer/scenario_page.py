@@ -14,6 +14,7 @@ import streamlit as st
 
 from explorer import url
 from explorer.autorun import Pending, follow_settings, large, pending_key
+from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
@@ -41,6 +42,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         config, problem = checked(scenario, values, machine)
         if problem:
             st.error(problem)
+        preload()
     if config is not None:
         url.mirror(scenario, config)
     url.show_warnings(scenario, config)
