@@ -70,11 +70,12 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: int, *, auto: bool,
-                    too_large: bool, entered: bool, start: Callable[[], object]) -> Pending | None:
+def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: int, *, runnable: bool,
+                    auto: bool, too_large: bool, entered: bool, start: Callable[[], object]) -> Pending | None:
     """Act on this rerun's settings (see the module doc); returns the auto-run still waiting, if any.
 
-    `config` is None when the settings cannot run (invalid, or refused on this machine)."""
+    `config` is None when the settings cannot run (invalid, or refused here); `runnable` is
+    False while the workers have not yet said what this machine offers (a move then waits)."""
     key, seen_key = handle_key(scenario), f"seen:{scenario.id}"
     now = None if config is None else signature(scenario, config, repeat)
     previous = now if entered else st.session_state.get(seen_key, now)
@@ -87,8 +88,10 @@ def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: i
         handle.config = config  # the same run; a view field may have moved: redraw, no run
         st.session_state.pop(pending_key(scenario), None)
         return None
-    running = handle is not None and handle.snapshot().running
-    if now != previous:
+    running = handle is not None and handle.running
+    if now != previous and not runnable:
+        st.session_state[pending_key(scenario)] = Pending(now, time.monotonic())
+    elif now != previous:
         st.session_state.pop(pending_key(scenario), None)
         served = stored_handle(scenario, config) if repeat == 1 and (auto or not running) else None
         if served is not None or (auto and not too_large):
@@ -101,10 +104,10 @@ def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: i
     pending: Pending | None = st.session_state.get(pending_key(scenario))
     if pending is None or pending.signature != now:
         return None
-    if not auto:
+    if not auto or (runnable and too_large):
         st.session_state.pop(pending_key(scenario), None)
         return None
-    if pending.due():
+    if runnable and pending.due():
         st.session_state.pop(pending_key(scenario), None)
         start()
         return None

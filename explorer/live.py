@@ -1,13 +1,13 @@
-"""The live view: a fragment that draws a run (or a group of seeds) from its handle, within a budget.
+"""The live view: two fragments that draw a run (or a group of seeds) from its handle, within a budget.
 
-While a run is going the fragment ticks every `TICK_S`, and each tick is cheap: the
-progress line, and the figures as they were last built. The figures are rebuilt only
-when the run's rows (or the view's config, overlays, band) changed, and no sooner than
-the last rebuild's cost allows: a rebuild that took c seconds of this process's CPU
-waits c / `VIEW_CPU_SHARE` before the next, so drawing never takes more than that share
-of a core from training. A chart keeps its element between redraws (explorer/chart.py)
-and the browser redraws only the figures whose data changed. When the run ends, the
-view is rebuilt once more and the whole page reruns, so Run/Stop change state.
+The status fragment ticks every `TICK_S` while a run is going, and each tick is cheap: the
+progress line and the run's messages. The charts fragment (the figures and "what to look
+for") ticks at the rate its rebuilds cost: a rebuild that took c seconds of this process's
+CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so drawing takes at most
+that share of a core from training; a tick whose inputs did not change rebuilds nothing.
+A chart keeps its element between redraws (explorer/chart.py) and the browser redraws
+only the figures whose data changed. When the run ends the whole page reruns (Run/Stop
+change state) and the charts are rebuilt once more.
 """
 import datetime
 import time
@@ -23,14 +23,15 @@ from explorer.view import build_view
 from scenarios.base import Scenario
 from scenarios.plotting import is_full_width
 
-TICK_S = 0.25            # how often a running view looks at its run
-VIEW_CPU_SHARE = 0.10    # the share of a core a rebuild may average while a run is going
-MIN_REBUILD_S = 0.25     # never rebuild more often than this
+TICK_S = 0.3             # how often a running page's status line looks at its run
+VIEW_CPU_SHARE = 0.10    # the share of a core the charts' rebuilds may average while a run is going
+MIN_REBUILD_S = 0.5      # never rebuild the charts more often than this
+FIRST_COST_S = 0.1       # a page's first rebuild is assumed to cost this much
 
 
 @dataclass
 class Drawn:
-    """What the view last built, and when it may build again."""
+    """What the charts fragment last built, and when it may build again."""
 
     signature: tuple = ()
     markdown: str = ""
@@ -38,15 +39,21 @@ class Drawn:
     charts: dict[str, dict] = field(default_factory=dict)   # name -> chart payload
     full_width: set[str] = field(default_factory=set)
     next_at: float = 0.0
-    cost_s: float = 0.0
+    cost_s: float = FIRST_COST_S
 
 
 def handle_key(scenario: Scenario) -> str:
     return f"run:{scenario.id}"
 
 
-def live_view(scenario: Scenario, overlays: list[Overlay], band: str, waiting: str | None = None) -> None:
-    """The fragment body. `waiting` names a pending auto-run ("starting the new settings")."""
+def charts_interval(scenario: Scenario) -> float:
+    """Seconds between the charts fragment's ticks: what its last rebuild cost allows."""
+    drawn: Drawn | None = st.session_state.get(f"drawn:{scenario.id}")
+    return max(MIN_REBUILD_S, (drawn.cost_s if drawn else FIRST_COST_S) / VIEW_CPU_SHARE)
+
+
+def status_view(scenario: Scenario, waiting: str | None = None) -> None:
+    """The status fragment: progress and messages. `waiting` names a pending auto-run."""
     key = handle_key(scenario)
     handle: RunHandle | SeedGroup | None = st.session_state.get(key)
     if handle is None:
@@ -55,42 +62,51 @@ def live_view(scenario: Scenario, overlays: list[Overlay], band: str, waiting: s
         else:
             st.info("Move a setting on the left (or press **Run**) to train. The plots fill in as training runs.")
         return
-    snap = handle.snapshot()
+    snap = handle.snapshot(with_frame=not handle.running)  # the frame only for the final line
     st.progress(snap.progress, text=waiting or status_line(snap, handle))
-    with st.container(key=f"messages:{scenario.id}"):
-        if snap.error and snap.status == "refused":
-            st.error(snap.error)
-        elif snap.error:
-            st.error(f"The run failed: {snap.error}")
-            if handle.traceback:
-                with st.expander("Traceback"):
-                    st.code(handle.traceback)
-        for event in snap.events:
-            if event["kind"] == "diverged":
-                st.warning(f"{event['arm']}: {event['message']}")
-    if snap.status != "refused":
-        drawn = _drawn(scenario, handle, snap, overlays, band)
-        with st.container(key=f"explanation:{scenario.id}"):
-            st.markdown(drawn.markdown)
-            for note in drawn.notes:
-                st.caption(note)
-        with st.container(key=f"charts:{scenario.id}"):
-            draw_charts(scenario.id, drawn)
+    if snap.error and snap.status == "refused":
+        st.error(snap.error)
+    elif snap.error:
+        st.error(f"The run failed: {snap.error}")
+        if handle.traceback:
+            with st.expander("Traceback"):
+                st.code(handle.traceback)
+    for event in snap.events:
+        if event["kind"] == "diverged":
+            st.warning(f"{event['arm']}: {event['message']}")
     if not snap.running and st.session_state.get(key + ":was_running"):
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state
     st.session_state[key + ":was_running"] = snap.running
 
 
-def _drawn(scenario: Scenario, handle, snap: Snapshot, overlays: list[Overlay], band: str) -> Drawn:
+def charts_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
+    """The charts fragment: "what to look for" and the figures, rebuilt within the budget."""
+    handle: RunHandle | SeedGroup | None = st.session_state.get(handle_key(scenario))
+    if handle is None:
+        return
+    drawn = _drawn(scenario, handle, overlays, band)
+    if drawn is None:  # refused: nothing to draw
+        return
+    st.markdown(drawn.markdown)
+    for note in drawn.notes:
+        st.caption(note)
+    draw_charts(scenario.id, drawn)
+
+
+def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Drawn | None:
     """The built view, rebuilt when its inputs changed and the budget allows (see the module doc)."""
     state_key = f"drawn:{scenario.id}"
     drawn: Drawn = st.session_state.get(state_key) or Drawn()
-    signature = (id(handle), snap.status, len(snap.frame), handle.config, tuple(o.run_id for o in overlays), band)
+    running = handle.running
+    signature = (id(handle), running, handle.rows_count(), handle.config, tuple(o.run_id for o in overlays), band)
     now = time.monotonic()
     fresh = not drawn.signature or drawn.signature[0] != id(handle)
-    if signature == drawn.signature or (snap.running and not fresh and now < drawn.next_at):
+    if signature == drawn.signature or (running and not fresh and now < drawn.next_at):
         return drawn
+    snap = handle.snapshot()
+    if snap.status == "refused":
+        return None
     started = time.thread_time()
     view = build_view(scenario, handle, overlays, band)
     qualifiers = (["so far"] if snap.running else []) + (
@@ -101,7 +117,7 @@ def _drawn(scenario: Scenario, handle, snap: Snapshot, overlays: list[Overlay], 
     cost = time.thread_time() - started
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
-                  now + max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE), cost)
+                  now + 0.8 * max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE), cost)  # 0.8: a tick may come early
     st.session_state[state_key] = drawn
     return drawn
 
@@ -145,7 +161,7 @@ WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "st
 def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:
     if isinstance(handle, SeedGroup):
         return group_status_line(snap, handle)
-    steps = int(snap.frame["step"].max()) + 1 if not snap.frame.empty else 0
+    steps = snap.steps
     if snap.running and snap.waiting:
         return f"Running… {snap.progress:.0%} — {snap.waiting} ({snap.elapsed_s:.1f} s)"
     if snap.running:

@@ -22,6 +22,7 @@ from explorer.store import COMPLETE, RunStore, StoredRun
 from scenarios.base import COLUMNS, Scenario, ScenarioConfig
 
 FINAL = ("finished", "diverged", "stopped", "failed", "refused")
+EMPTY = pd.DataFrame(columns=COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Snapshot:
     from_store: bool = False
     created_at: float | None = None
     waiting: str | None = None   # what a running run waits for ("queued (1 ahead)", "starting 3 rank processes")
+    steps: int = 0               # the last step recorded, plus one
 
     @property
     def running(self) -> bool:
@@ -57,7 +59,8 @@ class RunHandle:
         self._lock = threading.Lock()
         self._ended = threading.Event()
         self._first_record = threading.Event()
-        self._frame_cache: tuple[int, pd.DataFrame] = (0, pd.DataFrame(columns=COLUMNS))
+        self._frame_cache: tuple[int, pd.DataFrame] = (0, EMPTY)
+        self._steps = 0
         self._progress = 0.0
         self._status = "running"
         self._note: str | None = None
@@ -70,6 +73,7 @@ class RunHandle:
         self._submitted = time.perf_counter()
         self._started: float | None = None      # when a worker took it
         self._ended_at: float | None = None
+        self.train_seconds: float | None = None  # the worker's own time for `Scenario.run`, once done
 
     # --- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -87,6 +91,7 @@ class RunHandle:
         frame = store.frame(stored.run_id) if frame is None else frame
         handle._rows = list(frame.itertuples(index=False, name=None))
         handle._frame_cache = (len(handle._rows), frame)
+        handle._steps = int(frame["step"].max()) + 1 if len(frame) else 0
         handle._events = store.events(stored.run_id)
         handle._status, handle._error, handle._progress = stored.status, stored.error, 1.0
         handle._run_id, handle._from_store, handle._created_at = stored.run_id, True, stored.created_at
@@ -133,6 +138,7 @@ class RunHandle:
             self._started = self._started or time.perf_counter()
             if kind == "rows":
                 self._rows.extend(tuple(row) for row in message["rows"])
+                self._steps = max(self._steps, 1 + max(row[1] for row in message["rows"]))
                 self._note = None
                 self._first_record.set()
             elif kind == "event":
@@ -158,6 +164,7 @@ class RunHandle:
             except Exception as exc:
                 error = (error + "; " if error else "") + f"could not save to the run store: {exc}"
         with self._lock:
+            self.train_seconds = done.get("seconds")
             self._status, self._error, self._traceback = status, error, done.get("traceback")
             self._run_id, self._ended_at, self._note = run_id, time.perf_counter(), None
             if status in COMPLETE:
@@ -189,15 +196,20 @@ class RunHandle:
     def rows_count(self) -> int:
         return len(self._rows)
 
+    @property
+    def running(self) -> bool:
+        return not self._ended.is_set()
+
     def _elapsed(self) -> float:
         start = self._started if self._started is not None else self._submitted
         end = self._ended_at if self._ended_at is not None else time.perf_counter()
         return end - start
 
-    def snapshot(self) -> Snapshot:
-        frame = self._frame()
+    def snapshot(self, with_frame: bool = True) -> Snapshot:
+        """The run now; `with_frame=False` leaves the frame empty (a status line needs none)."""
+        frame = self._frame() if with_frame else EMPTY
         waiting = self.pool.waiting(self) if self.pool is not None and self._started is None else None
         with self._lock:
             return Snapshot(frame, self._status, self._progress, list(self._events), self._error,
                             self._elapsed(), self._run_id, self._from_store, self._created_at,
-                            waiting or self._note)
+                            waiting or self._note, self._steps)

@@ -18,7 +18,7 @@ from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
-from explorer.live import TICK_S, handle_key, live_view
+from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
 from explorer.session import run_store, start_or_load, stored_handle, worker_pool
@@ -55,16 +55,17 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     runnable = config if config is not None and not problem and machine is not None else None
     too_large = large(scenario.estimate(runnable)) if runnable is not None else None
     starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
-    pending = follow_settings(scenario, runnable, repeat, auto=auto, too_large=too_large is not None,
-                              entered=restored is not None, start=starter)
+    pending = follow_settings(scenario, config if not problem else None, repeat, runnable=machine is not None,
+                              auto=auto, too_large=too_large is not None, entered=restored is not None,
+                              start=starter)
     handle: RunHandle | SeedGroup | None = st.session_state.get(key)
-    running = handle is not None and handle.snapshot().running
+    running = handle is not None and handle.running
     run_col, stop_col, auto_col, note_col = st.columns([1, 1, 1.3, 4.7], vertical_alignment="center")
     if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
                       use_container_width=True):
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
-        running = handle.snapshot().running
+        running = handle.running
     if stop_col.button("Stop", key="stop", disabled=not running, use_container_width=True):
         handle.stop()
         handle.join(timeout=2.0)
@@ -81,7 +82,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 
     overlays = selected_overlays(scenario, handle)
     tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
-    st.fragment(run_every=tick)(live_fragment)(scenario, overlays, band, pending, machine is None)
+    st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
+    st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(scenario, overlays, band)
     if handle is not None and not running and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
@@ -94,12 +96,13 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.page_link(glossary_page, label="What these terms mean →")
 
 
-def live_fragment(scenario: Scenario, overlays, band: str, pending: Pending | None, no_machine: bool) -> None:
-    """The live view; while an auto-run waits out its pause, or the workers start, it reruns the page when that is over."""
+def status_fragment(scenario: Scenario, pending: Pending | None, no_machine: bool) -> None:
+    """The status line; while an auto-run waits out its pause, or the workers start, it reruns
+    the page when that is over."""
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
             no_machine and worker_pool().machine() is not None):
         st.rerun()
-    live_view(scenario, overlays, band, waiting="Settings changed: running them in a moment…" if pending else None)
+    status_view(scenario, waiting="Settings changed: running them in a moment…" if pending else None)
 
 
 def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[ScenarioConfig | None, str | None]:
@@ -145,7 +148,7 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
     """After a link was opened: show the run it names (from the Runs page) or the stored run of its config."""
     key = handle_key(scenario)
     current = st.session_state.get(key)
-    if current is not None and current.snapshot().running:
+    if current is not None and current.running:
         return  # never replace a run in progress
     run_id = st.session_state.pop(f"open-run:{scenario.id}", None)
     stored = run_store().get(run_id) if run_id else None

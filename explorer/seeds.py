@@ -82,12 +82,19 @@ class SeedGroup:
             time.sleep(0.02)
         return bool(self.handles) and self.handles[0].wait_for_first_record(max(0.0, deadline - time.perf_counter()))
 
-    def snapshots(self) -> list[Snapshot]:
-        return [handle.snapshot() for handle in list(self.handles)]
+    def snapshots(self, with_frame: bool = True) -> list[Snapshot]:
+        return [handle.snapshot(with_frame) for handle in list(self.handles)]
 
-    def snapshot(self) -> Snapshot:
+    @property
+    def running(self) -> bool:
+        return self._ended is None
+
+    def rows_count(self) -> int:
+        return sum(handle.rows_count() for handle in list(self.handles))
+
+    def snapshot(self, with_frame: bool = True) -> Snapshot:
         """The group as one run: the mean frame, the worst status, progress over all seeds."""
-        snaps = self.snapshots()
+        snaps = self.snapshots(with_frame)
         running = self._ended is None
         statuses = {s.status for s in snaps}
         status = "running" if running else next(
@@ -99,11 +106,13 @@ class SeedGroup:
         error = next((s.error for s in snaps if s.error), None)
         end = self._ended if self._ended is not None else time.perf_counter()
         made_from = tuple(len(s.frame) for s in snaps)
-        if self._mean is None or self._mean[0] != made_from:
+        if with_frame and (self._mean is None or self._mean[0] != made_from):
             self._mean = (made_from, aggregate([s.frame for s in snaps])["mean"])
+        frame = self._mean[1] if with_frame else snaps[0].frame.iloc[:0] if snaps else aggregate([])["mean"]
         waiting = snaps[-1].waiting if running and snaps else None
-        return Snapshot(self._mean[1], status, done / len(self.seeds), events, error, end - self._started, None,
-                        bool(snaps) and all(s.from_store for s in snaps) and not running, waiting=waiting)
+        return Snapshot(frame, status, done / len(self.seeds), events, error, end - self._started, None,
+                        bool(snaps) and all(s.from_store for s in snaps) and not running, waiting=waiting,
+                        steps=max((s.steps for s in snaps), default=0))
 
 
 def aggregate(frames: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -115,6 +115,18 @@ def test_auto_run_starts_the_new_setting_and_cancels_the_old_run() -> None:
     assert [r.config["depth"] for r in RunStore().list_runs()] == [12], "the superseded run is not stored"
 
 
+def test_opening_a_page_with_a_link_starts_nothing() -> None:
+    """Opening a page is not a setting that moved: auto-run waits for one."""
+    at = AppTest.from_function(scenario_page, args=("vanishing-gradients",), default_timeout=60)
+    at.query_params["depth"] = "7"
+    at.run()
+    for _ in range(4):
+        time.sleep(0.4)
+        at.run()
+    assert at.sidebar.slider(key="vanishing-gradients.depth").value == 7
+    assert "run:vanishing-gradients" not in at.session_state and progress_text(at) == ""
+
+
 def test_with_auto_run_off_a_moved_slider_does_not_restart_the_run() -> None:
     at = open_page(auto=False)
     at.sidebar.slider(key="vanishing-gradients.steps").set_value(3000)
