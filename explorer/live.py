@@ -80,12 +80,14 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
     st.session_state[key + ":was_running"] = snap.running
 
 
-def charts_view(scenario: Scenario, overlays: list[Overlay], band: str) -> None:
-    """The charts fragment: "what to look for" and the figures, rebuilt within the budget."""
+def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bool = False) -> None:
+    """The charts fragment: "what to look for" and the figures, rebuilt within the budget.
+    `hold`: a new run is about to replace this one; show what was drawn, build nothing."""
     handle: RunHandle | SeedGroup | None = st.session_state.get(handle_key(scenario))
     if handle is None:
         return
-    drawn = _drawn(scenario, handle, overlays, band)
+    held: Drawn | None = st.session_state.get(f"drawn:{scenario.id}") if hold else None
+    drawn = held if held is not None and held.charts else _drawn(scenario, handle, overlays, band)
     if drawn is None:  # refused: nothing to draw
         return
     st.markdown(drawn.markdown)

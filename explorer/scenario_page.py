@@ -83,8 +83,9 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     overlays = selected_overlays(scenario, handle)
     tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
     st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
-    st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(scenario, overlays, band)
-    if handle is not None and not running and not handle.snapshot().frame.empty:
+    st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
+        scenario, overlays, band, hold=pending is not None)
+    if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
 
