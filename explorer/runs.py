@@ -100,6 +100,16 @@ class RunHandle:
         handle._ended.set()
         return handle
 
+    @classmethod
+    def of_result(cls, scenario: Scenario, config: ScenarioConfig, result) -> "RunHandle":
+        """A finished handle holding a run trained elsewhere (`Scenario.run` in this process: tests, notebooks)."""
+        handle = cls(scenario, config)
+        handle._rows = list(result.frame.itertuples(index=False, name=None))
+        handle._status, handle._progress, handle._ended_at = result.status, 1.0, time.perf_counter()
+        handle._events = [vars(event) for event in result.events]
+        handle._ended.set()
+        return handle
+
     def stop(self, keep: bool = True) -> None:
         """End the run within a second. It is stored only if it had records when asked (what the
         page showed), and not at all with `keep=False` (superseded by a newer config)."""
