@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -69,6 +70,8 @@ def test_bad_input_exits_2_with_one_line(args, words) -> None:
 def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     """A rank of a distributed run raises: exit 1 and that rank's message, no traceback, no rank left."""
     monkeypatch.setenv("EXPLORER_DIST_FAIL_RANK", "1")
+    mark = f"EXPLORER_TEST_MARK={uuid.uuid4().hex}"  # this test's processes carry it (others' runs do not)
+    monkeypatch.setenv(*mark.split("="))
     tiny = ["device=cpu", "world_size=2", "sweep_world_size=false", "layers=1", "hidden=16", "batch=2",
             "seq_len=8", "steps=2", "strategies=ddp,fsdp-zero3"]
     result = explorer("run", "ddp-fsdp-memory", "--no-store", *[arg for s in tiny for arg in ("--set", s)])
@@ -76,5 +79,13 @@ def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     assert "error: the run failed: RankFailed: rank 1 failed (exit code 1): RuntimeError: injected failure on rank 1" \
         in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
-    alive = subprocess.run(["pgrep", "-f", "engines.dist_worker"], capture_output=True, text=True).stdout.split()
+    alive = [pid for pid in os.listdir("/proc") if pid.isdigit() and mark.encode() in _environ(pid)]
     assert not alive, f"rank processes left: {alive}"
+
+
+def _environ(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return environ.read()
+    except OSError:
+        return b""
