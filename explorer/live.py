@@ -110,12 +110,19 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
     if snap.status == "refused":
         return None
     started = time.thread_time()
-    view = build_view(scenario, handle, overlays, band)
-    qualifiers = (["so far"] if snap.running else []) + (
-        [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else [])
-    markdown = ("**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
-                + scenario.explain(view.base, handle.config).markdown())
-    charts = {name: payload(name, figure) for name, figure in view.figures.items()}
+    try:
+        view = build_view(scenario, handle, overlays, band)
+        qualifiers = (["so far"] if snap.running else []) + (
+            [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else [])
+        markdown = ("**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
+                    + scenario.explain(view.base, handle.config).markdown())
+        charts = {name: payload(name, figure) for name, figure in view.figures.items()}
+    except Exception as error:  # figures that cannot draw these records must not take the page down
+        text = "" if snap.frame.empty else (  # nothing recorded yet: nothing to draw
+            f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
+        drawn = Drawn(signature, text)
+        st.session_state[state_key] = drawn
+        return drawn
     cost = time.thread_time() - started
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
