@@ -109,12 +109,15 @@ def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     cpu_before = cpu_seconds(server_pid)
     clicked = time.perf_counter()
     run_button(page).click()
-    first = wait_for(lambda: page.evaluate(DRAWN_WITH_DATA))
+    ended = lambda: status(page).startswith(("Finished", "Failed", "Stopped", "Not run"))  # noqa: E731
+    first = wait_for(lambda: page.evaluate(DRAWN_WITH_DATA) or ended())
+    drew = page.evaluate(DRAWN_WITH_DATA)
     expander = expander_open_ms(page) if status(page).startswith("Running") else None
-    done = wait_for(lambda: status(page).startswith(("Finished", "Failed", "Stopped", "Not run")), every_s=0.02)
+    done = wait_for(ended, every_s=0.02)
+    drew = drew or page.evaluate(DRAWN_WITH_DATA)
     cpu = cpu_seconds(server_pid) - cpu_before
     longest = max((t["ms"] for t in page.evaluate("() => window.__long")), default=0.0)
-    return {"first_s": first - clicked, "page_s": done - clicked, "longest_ms": longest, "expander_ms": expander,
+    return {"first_s": first - clicked if drew else None, "page_s": done - clicked, "longest_ms": longest, "expander_ms": expander,
             "server_cpu": cpu / (done - clicked), "status": status(page)}
 
 
@@ -190,8 +193,9 @@ def measure(page, base: str, scenario, headless: WorkerPool, server_pid: int, re
         handle = RunHandle.start(scenario, scenario.validate({"seed": seed}), pool=headless)
         handle.join(TIMEOUT_S)
         alone.append(handle.train_seconds or float("nan"))
-    if any(not p["status"].startswith("Finished") for p in pages):
-        return (scenario.id, pages[-1]["status"][:60], "", "", "", "", "", "", "")
+    if any(not p["status"].startswith("Finished") or p["first_s"] is None for p in pages):
+        why = pages[-1]["status"][:50] if not pages[-1]["status"].startswith("Finished") else "no chart drawn"
+        return (scenario.id, why, "", "", "", "", "", "", "")
     shown = stored_shown_s(page)
     med = lambda key: statistics.median(p[key] for p in pages if p[key] is not None)  # noqa: E731
     page_s, alone_s = med("page_s"), statistics.median(alone)

@@ -9,6 +9,7 @@ A chart keeps its element between redraws (explorer/chart.py) and the browser re
 only the figures whose data changed. When the run ends the whole page reruns (Run/Stop
 change state) and the charts are rebuilt once more.
 """
+import dataclasses
 import datetime
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ TICK_S = 0.3             # how often a running page's status line looks at its r
 VIEW_CPU_SHARE = 0.10    # the share of a core the charts' rebuilds may average while a run is going
 MIN_REBUILD_S = 0.5      # never rebuild the charts more often than this
 FIRST_COST_S = 0.1       # a page's first rebuild is assumed to cost this much
+STORED_DRAWN = 16        # built views of stored runs a session keeps
 
 
 @dataclass
@@ -109,6 +111,14 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
     snap = handle.snapshot()
     if snap.status == "refused":
         return None
+    # A stored run never changes: what was built for it (when it ended, or shown before) is reused,
+    # so moving back to a stored config redraws at once.
+    by_run = st.session_state.setdefault(f"drawn-by-run:{scenario.id}", {})
+    stored_key = (snap.run_id, *signature[3:]) if snap.run_id and not running else None
+    if stored_key in by_run:
+        drawn = dataclasses.replace(by_run[stored_key], signature=signature)
+        st.session_state[state_key] = drawn
+        return drawn
     started = time.thread_time()
     try:
         view = build_view(scenario, handle, overlays, band)
@@ -128,6 +138,10 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
                   now + 0.8 * max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE), cost)  # 0.8: a tick may come early
     st.session_state[state_key] = drawn
+    if stored_key is not None:
+        by_run[stored_key] = drawn
+        while len(by_run) > STORED_DRAWN:
+            del by_run[next(iter(by_run))]
     return drawn
 
 
