@@ -92,7 +92,8 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
     drawn = held if held is not None and held.charts else _drawn(scenario, handle, overlays, band)
     if drawn is None:  # refused: nothing to draw
         return
-    st.markdown(drawn.markdown)
+    if drawn.markdown:
+        st.markdown(drawn.markdown)
     for note in drawn.notes:
         st.caption(note)
     draw_charts(scenario.id, drawn)
@@ -120,6 +121,10 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
         st.session_state[state_key] = drawn
         return drawn
     started = time.thread_time()
+    if snap.frame.empty:  # nothing recorded yet (queued, starting): nothing to draw
+        drawn = Drawn(signature)
+        st.session_state[state_key] = drawn
+        return drawn
     try:
         view = build_view(scenario, handle, overlays, band)
         qualifiers = (["so far"] if snap.running else []) + (
@@ -128,9 +133,7 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
                     + scenario.explain(view.base, handle.config).markdown())
         charts = {name: payload(name, figure) for name, figure in view.figures.items()}
     except Exception as error:  # figures that cannot draw these records must not take the page down
-        text = "" if snap.frame.empty else (  # nothing recorded yet: nothing to draw
-            f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
-        drawn = Drawn(signature, text)
+        drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
         st.session_state[state_key] = drawn
         return drawn
     cost = time.thread_time() - started
@@ -185,6 +188,8 @@ def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> 
     if isinstance(handle, SeedGroup):
         return group_status_line(snap, handle)
     steps = snap.steps
+    if snap.running and snap.waiting and not steps:
+        return f"Waiting: {snap.waiting} ({snap.elapsed_s:.1f} s)"
     if snap.running and snap.waiting:
         return f"Running… {snap.progress:.0%} — {snap.waiting} ({snap.elapsed_s:.1f} s)"
     if snap.running:

@@ -112,9 +112,9 @@ class WorkerPool:
             if job not in self._queue:
                 return None
             if not any(w.ready for w in self._workers):
-                return "starting a worker: importing torch"
+                return "a worker is starting (importing torch)"
             ahead = list(self._queue).index(job)
-            return f"queued ({ahead} ahead)" if ahead else "queued (next)"
+            return f"queued ({ahead} ahead)" if ahead else "queued (next in line)"
 
     def machine(self, wait_s: float = 0.0) -> Machine | None:
         """The facts a worker reported about this machine (None until the first one is ready)."""

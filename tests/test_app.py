@@ -47,7 +47,7 @@ def run_until(at: AppTest, done, timeout: float = 120) -> AppTest:
 
 
 def run_until_done(at: AppTest, timeout: float = 120) -> AppTest:
-    return run_until(at.run(), lambda a: progress_text(a) and not progress_text(a).startswith(("Running", "Settings")),
+    return run_until(at.run(), lambda a: progress_text(a) and not progress_text(a).startswith(("Running", "Settings", "Waiting")),
                      timeout)
 
 

@@ -75,11 +75,11 @@ def test_a_run_queues_while_every_worker_is_busy_and_stop_ends_each(pool, isolat
     second = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 1}), store, pool=pool)
     third = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 2}), store, pool=pool)
     first.wait_for_first_record(WAIT_S)
-    assert second.snapshot().waiting == "queued (next)" and third.snapshot().waiting == "queued (1 ahead)"
+    assert second.snapshot().waiting == "queued (next in line)" and third.snapshot().waiting == "queued (1 ahead)"
 
     second.stop()  # queued: ends at once, never trained
     assert second.join(WAIT_S) and second.snapshot().status == "stopped" and second.snapshot().frame.empty
-    assert third.snapshot().waiting == "queued (next)"
+    assert third.snapshot().waiting == "queued (next in line)"
     first.stop()
     assert first.join(WAIT_S)
     stopped = first.snapshot()
