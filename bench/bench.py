@@ -4,7 +4,7 @@
 
 Per scenario, on this machine:
 - default run: wall time of `scenario.run(defaults)`;
-- first record: from starting a background run (as the page does) to its first row;
+- first record: from handing a run to a warm worker (as the page does) to its first row;
 - probe overhead: the instrumented loop with probes over the same loop without them
   (same model, data, steps and logging cadence; target <= 1.10);
 - stored run shown: look the config up in the store, load its rows, summarize and build
@@ -28,6 +28,7 @@ from engines.models import DeepMLP  # noqa: E402
 from engines.probes import LayerProbe  # noqa: E402
 from engines.runtime import configure  # noqa: E402
 from engines.training import log_every_for, supervised, train  # noqa: E402
+from explorer.pool import WorkerPool  # noqa: E402
 from explorer.runs import RunHandle  # noqa: E402
 from explorer.serving import save_result, stored_result  # noqa: E402
 from explorer.store import RunStore  # noqa: E402
@@ -44,11 +45,10 @@ def median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def first_record_s(scenario, config) -> float:
+def first_record_s(scenario, config, pool: WorkerPool) -> float:
     started = time.perf_counter()
-    handle = RunHandle.start(scenario, config)
-    while handle.snapshot().frame.empty:
-        time.sleep(0.002)
+    handle = RunHandle.start(scenario, config, pool=pool)
+    handle.wait_for_first_record(300)
     elapsed = time.perf_counter() - started
     handle.stop()
     handle.join()
@@ -98,13 +98,15 @@ def main() -> None:
     args = parser.parse_args()
     configure()  # the threads a worker trains with
     store = RunStore()
+    pool = WorkerPool(size=1)
+    pool.wait_ready(300)
     rows = []
     for scenario in all_scenarios():
         if args.scenario and scenario.id not in args.scenario:
             continue
         config = scenario.validate({})
         run_s = median_time(lambda: scenario.run(config), args.repeat)
-        first_s = statistics.median(first_record_s(scenario, config) for _ in range(args.repeat))
+        first_s = statistics.median(first_record_s(scenario, config, pool) for _ in range(args.repeat))
         loop = PROBE_LOOPS.get(scenario.id)
         if loop:
             overhead = f"{probe_overhead(loop, max(5, 2 * args.repeat)):.2f}"
@@ -114,6 +116,7 @@ def main() -> None:
         save_result(store, scenario, config, result.status, result.frame, result.summary, [], result.duration_s)
         show_s = median_time(lambda: stored_show_s(scenario, config, store), args.repeat)
         rows.append((scenario.id, f"{run_s:.2f}", f"{first_s * 1000:.0f}", overhead, f"{show_s * 1000:.0f}"))
+    pool.shutdown()
     header = ("scenario", "default run (s)", "first record (ms)", "probe overhead (x)", "stored run shown (ms)")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), {os.cpu_count()} cores, "

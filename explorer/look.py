@@ -1,7 +1,7 @@
 """Page-side finishing of a scenario's figures, the same for every scenario.
 
-The theme is Streamlit's (`st.plotly_chart(theme="streamlit")`, light or dark), so no
-template is set here. What is added, only where the scenario left it open:
+The theme is the page's (explorer/chart.py draws with Streamlit's font and colours, light
+or dark), so no template is set here. What is added, only where the scenario left it open:
 - hover: a line or marker trace without a hover template gets one naming the trace (the
   arm), the x value and the y value, with the axis titles as labels;
 - room: a legend of long names (overlays add "[what differs]") moves below the plot, and a

@@ -50,7 +50,7 @@ def _page_function(scenario: Scenario, glossary_page: st.Page):
 
 def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -> None:
     st.title("Training Dynamics Explorer")
-    st.markdown("Pick a question, move a slider, press **Run**, and watch real PyTorch training answer it: "
+    st.markdown("Pick a question, move a slider, and watch real PyTorch training answer it as it runs: "
                 "loss curves, per-layer gradients and more, measured live from the run, never drawn from a formula.")
     links = st.container(horizontal=True)
     links.page_link(pages["runs"], label="Stored runs: open, compare, delete", icon=":material/history:")

@@ -1,9 +1,11 @@
 """A scenario page, generated from the registry: the same page for every scenario.
 
 Order of a rerun: read the URL (a shared link seeds the widgets before they are drawn),
-draw the controls from the Config, mirror the config back to the URL, then presets,
-Run/Stop, the live view fragment (run, overlays, seed bands), Compare, Export, and the
-mechanism. Training runs in the run manager's threads, never here.
+draw the controls from the Config, check the config against this machine (a refusal is
+said beside the controls and Run is off), mirror the config back to the URL, presets,
+follow the settings (explorer/autorun.py: redraw, serve from the store, or auto-run),
+Run / Stop / auto-run, the live view fragment (run, overlays, seed bands), Compare,
+Export, and the mechanism. Training runs in the pool's worker processes, never here.
 """
 import functools
 from typing import Any
@@ -11,16 +13,19 @@ from typing import Any
 import streamlit as st
 
 from explorer import url
+from explorer.autorun import Pending, follow_settings, large, pending_key
+from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
-from explorer.live import POLL_S, handle_key, live_view
+from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
-from explorer.session import run_store, start_or_load, stored_handle
+from explorer.session import run_store, start_or_load, stored_handle, worker_pool
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long for the first record so the first draw has points
+PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
 MAX_SEEDS = 10
 
 
@@ -28,45 +33,59 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     restored = url.restore(scenario)  # before any widget is drawn
     st.title(scenario.title)
     st.markdown(f"_{scenario.question}_")
+    pool = worker_pool()
+    machine = pool.machine()
     with st.sidebar:
         st.header("Settings")
         values = config_controls(scenario)
         repeat, band = seed_controls(scenario)
-    try:
-        config, config_error = scenario.validate(values), None
-    except ConfigError as error:
-        config, config_error = None, str(error)
+        config, problem = checked(scenario, values, machine)
+        if problem:
+            st.error(problem)
+        preload()
     if config is not None:
         url.mirror(scenario, config)
     url.show_warnings(scenario, config)
-    if restored is not None and config is not None:
+    if config is not None and (restored is not None or st.session_state.get(handle_key(scenario)) is None):
         show_stored(scenario, config)
 
     preset_buttons(scenario, config)
-    key = handle_key(scenario)
+    key, auto_key = handle_key(scenario), f"autorun:{scenario.id}"
+    auto = st.session_state.setdefault(auto_key, True)
+    runnable = config if config is not None and not problem and machine is not None else None
+    too_large = large(scenario.estimate(runnable)) if runnable is not None else None
+    starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
+    pending = follow_settings(scenario, config if not problem else None, repeat, runnable=machine is not None,
+                              auto=auto, too_large=too_large is not None, entered=restored is not None,
+                              start=starter)
     handle: RunHandle | SeedGroup | None = st.session_state.get(key)
-    running = handle is not None and handle.snapshot().running
-    run_col, stop_col, note_col = st.columns([1, 1, 5], vertical_alignment="center")
-    if run_col.button("Run", key="run", type="primary", disabled=config is None or running,
+    running = handle is not None and handle.running
+    run_col, stop_col, auto_col, note_col = st.columns([1, 1, 1.3, 4.7], vertical_alignment="center")
+    if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
                       use_container_width=True):
-        handle = start(scenario, config, repeat, fresh=False)
-        running = handle.snapshot().running
+        st.session_state.pop(pending_key(scenario), None)
+        pending, handle = None, starter()
+        running = handle.running
     if stop_col.button("Stop", key="stop", disabled=not running, use_container_width=True):
         handle.stop()
         handle.join(timeout=2.0)
         running = False
-    if config_error:
-        st.error(config_error)
-    if handle is not None and config is not None and (handle.config != config or _seed_count(handle) != repeat):
-        note_col.caption("Settings changed since this run started. Press Run to run them.")
+    auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
+                    "moving (a run of the old settings is stopped). Off: press Run.")
+    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto)
+    if note:
+        note_col.caption(note)
     if handle is not None and not running and handle.snapshot().from_store:
         if note_col.button("Retrain instead of using the stored result", key="retrain"):
-            handle = start(scenario, config or handle.config, repeat, fresh=True)
+            handle = start(scenario, runnable or handle.config, repeat, fresh=True)
             running = True
 
     overlays = selected_overlays(scenario, handle)
-    st.fragment(run_every=POLL_S if running else None)(live_view)(scenario, overlays, band)
-    if handle is not None and not running and not handle.snapshot().frame.empty:
+    tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
+    st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
+    st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
+        scenario, overlays, band, hold=pending is not None)
+    if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
 
@@ -78,13 +97,49 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.page_link(glossary_page, label="What these terms mean →")
 
 
+def status_fragment(scenario: Scenario, pending: Pending | None, no_machine: bool) -> None:
+    """The status line; while an auto-run waits out its pause, or the workers start, it reruns
+    the page when that is over."""
+    if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
+            no_machine and worker_pool().machine() is not None):
+        st.rerun()
+    status_view(scenario, waiting="Settings changed: running them in a moment…" if pending else None)
+
+
+def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[ScenarioConfig | None, str | None]:
+    """The config, and why it cannot run here (invalid input, or refused on this machine), in a sentence."""
+    try:
+        config = scenario.validate(values)
+    except ConfigError as error:
+        return None, str(error)
+    refusal = scenario.refusal(config, machine) if machine is not None else None
+    return config, refusal
+
+
+def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
+             repeat: int, auto: bool) -> str | None:
+    """One line beside Run: why it is off, what a large run costs, or that the settings moved on."""
+    if problem:
+        return "Run is off: " + ("these settings are not valid" if config is None else
+                                 "this machine cannot run these settings") + " (see under the settings)."
+    if machine is None:
+        return "Starting the workers (importing torch)…"
+    if too_large:
+        return too_large + (" Auto-run waits for you: press Run to start it." if auto else "")
+    if handle is not None and config is not None and (
+            scenario.key_of(handle.config) != scenario.key_of(config) or _seed_count(handle) != repeat):
+        return "Settings changed since this run started." + ("" if auto else " Press Run to run them.")
+    return None
+
+
 def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
     """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
+    pool = worker_pool()
     if repeat > 1:
-        starter = functools.partial(start_or_load, fresh=fresh, store=run_store())
+        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool)
         handle = SeedGroup.start(scenario, config, repeat, starter)
     else:
-        handle = start_or_load(scenario, config, fresh=fresh)
+        handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
     st.session_state[handle_key(scenario)] = handle
     handle.wait_for_first_record(FIRST_POINT_WAIT_S)
     return handle
@@ -94,7 +149,7 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
     """After a link was opened: show the run it names (from the Runs page) or the stored run of its config."""
     key = handle_key(scenario)
     current = st.session_state.get(key)
-    if current is not None and current.snapshot().running:
+    if current is not None and current.running:
         return  # never replace a run in progress
     run_id = st.session_state.pop(f"open-run:{scenario.id}", None)
     stored = run_store().get(run_id) if run_id else None

@@ -37,6 +37,8 @@ class SeedGroup:
         self.handles: list[RunHandle] = []
         self.traceback: str | None = None
         self._stop = threading.Event()
+        self._keep = True
+        self._mean: tuple[tuple, pd.DataFrame] | None = None  # the mean frame, by the rows it was made from
         self._started = time.perf_counter()
         self._ended: float | None = None
         self._thread = threading.Thread(target=self._work, name=f"seeds-{scenario.id}", daemon=True)
@@ -55,16 +57,19 @@ class SeedGroup:
                     break
                 handle = self.starter(self.scenario, self.config.model_copy(update={"seed": seed}))
                 self.handles.append(handle)
-                while not handle.join(timeout=0.1):
+                while not handle.join(timeout=0.05):
                     if self._stop.is_set():
-                        handle.stop()
+                        handle.stop(keep=self._keep)
+                        handle.join()
+                        break
                 if handle.snapshot().status == "failed":
                     self.traceback = handle.traceback
                     break
         finally:
             self._ended = time.perf_counter()
 
-    def stop(self) -> None:
+    def stop(self, keep: bool = True) -> None:
+        self._keep = keep
         self._stop.set()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -77,12 +82,19 @@ class SeedGroup:
             time.sleep(0.02)
         return bool(self.handles) and self.handles[0].wait_for_first_record(max(0.0, deadline - time.perf_counter()))
 
-    def snapshots(self) -> list[Snapshot]:
-        return [handle.snapshot() for handle in list(self.handles)]
+    def snapshots(self, with_frame: bool = True) -> list[Snapshot]:
+        return [handle.snapshot(with_frame) for handle in list(self.handles)]
 
-    def snapshot(self) -> Snapshot:
+    @property
+    def running(self) -> bool:
+        return self._ended is None
+
+    def rows_count(self) -> int:
+        return sum(handle.rows_count() for handle in list(self.handles))
+
+    def snapshot(self, with_frame: bool = True) -> Snapshot:
         """The group as one run: the mean frame, the worst status, progress over all seeds."""
-        snaps = self.snapshots()
+        snaps = self.snapshots(with_frame)
         running = self._ended is None
         statuses = {s.status for s in snaps}
         status = "running" if running else next(
@@ -93,9 +105,14 @@ class SeedGroup:
         events = [{**e, "arm": f"{e['arm']} (seed {seed})"} for seed, s in zip(self.seeds, snaps) for e in s.events]
         error = next((s.error for s in snaps if s.error), None)
         end = self._ended if self._ended is not None else time.perf_counter()
-        frame = aggregate([s.frame for s in snaps])["mean"]
+        made_from = tuple(len(s.frame) for s in snaps)
+        if with_frame and (self._mean is None or self._mean[0] != made_from):
+            self._mean = (made_from, aggregate([s.frame for s in snaps])["mean"])
+        frame = self._mean[1] if with_frame else snaps[0].frame.iloc[:0] if snaps else aggregate([])["mean"]
+        waiting = snaps[-1].waiting if running and snaps else None
         return Snapshot(frame, status, done / len(self.seeds), events, error, end - self._started, None,
-                        bool(snaps) and all(s.from_store for s in snaps) and not running)
+                        bool(snaps) and all(s.from_store for s in snaps) and not running, waiting=waiting,
+                        steps=max((s.steps for s in snaps), default=0))
 
 
 def aggregate(frames: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:

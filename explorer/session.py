@@ -1,8 +1,10 @@
-"""What every page shares: the run store of this server process, and starting or loading a run."""
+"""What every page shares: the run store and the worker pool of this server process, and
+starting or loading a run."""
 import os
 
 import streamlit as st
 
+from explorer.pool import WorkerPool
 from explorer.runs import RunHandle
 from explorer.serving import stored_result
 from explorer.store import DEFAULT_PATH, RunStore
@@ -19,28 +21,34 @@ def _store_at(path: str) -> RunStore:
     return RunStore(path)  # it holds only a path; connections are per call
 
 
+@st.cache_resource(show_spinner=False)
+def worker_pool() -> WorkerPool:
+    """The server's warm workers, started with the first page anyone opens; ended at exit."""
+    return WorkerPool()
+
+
 def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = False,
-                  store: RunStore | None = None) -> RunHandle:
+                  store: RunStore | None = None, pool: WorkerPool | None = None) -> RunHandle:
     """Serve a complete stored run of exactly this config and code, or start training it.
 
-    Pass `store` when calling from outside the script thread (a seed group's worker)."""
+    Pass `store` and `pool` when calling from outside the script thread (a seed group's thread)."""
     store = store or run_store()
     stored = stored_result(store, scenario, config, fresh=fresh)
     if stored is not None:
-        return RunHandle.from_stored(scenario, stored, store)
-    return RunHandle.start(scenario, config, store)
+        return RunHandle.from_stored(scenario, stored, store, stored_frame(stored.run_id, store))
+    return RunHandle.start(scenario, config, store, pool=pool or worker_pool())
 
 
 def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | None:
     """A handle showing the stored complete run of this config, or None when there is none."""
     store = run_store()
     stored = stored_result(store, scenario, config)
-    return None if stored is None else RunHandle.from_stored(scenario, stored, store)
+    return None if stored is None else RunHandle.from_stored(scenario, stored, store, stored_frame(stored.run_id))
 
 
-def stored_frame(run_id: str):
+def stored_frame(run_id: str, store: RunStore | None = None):
     """A stored run's records (cached: a stored run never changes)."""
-    return _stored_frame(str(run_store().path), run_id)
+    return _stored_frame(str((store or run_store()).path), run_id)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

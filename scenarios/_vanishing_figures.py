@@ -1,4 +1,4 @@
-"""Vanishing gradients: the layer × step heatmap, and the gradient claims read from a profile."""
+"""Vanishing gradients: the layer × step heatmap, the gradient claims read from a profile, and a run's cost."""
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -60,3 +60,14 @@ def gradient_claims(records: Records, arm: str, depth: int) -> list[Computed]:
         claims.append(Computed("the back-propagated gradient changes ×{} per layer", factor,
                                per_layer_factor("out_grad", arm), rel=1e-9, shown=f"{factor:.3f}"))
     return claims
+
+
+# Seconds per step of one arm: k0 + k1·depth + k2·depth·width² (batch 256), plus k3·depth per
+# logged step (the probes). Fitted by bench/calibrate.py on the 2-core machine, one intra-op
+# thread (2026-12-01; within ~30% on runs of 10 s and more, an overestimate on small ones).
+STEP_S, DEPTH_S, WORK_S, PROBE_S = 1.25e-3, 1.6e-5, 2.27e-8, 4.46e-4
+
+
+def arm_seconds(depth: int, width: int, steps: int, log_every: int) -> float:
+    logs = -(-steps // log_every)
+    return steps * (STEP_S + DEPTH_S * depth + WORK_S * depth * width ** 2) + logs * PROBE_S * depth

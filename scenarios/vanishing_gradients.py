@@ -18,8 +18,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios._vanishing_figures import first_over_last, gradient_claims, heatmap_figure, per_layer_factor
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios._vanishing_figures import arm_seconds, first_over_last, gradient_claims, heatmap_figure, per_layer_factor
+from scenarios.base import Arm, Estimate, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.plotting import arm_colors, curves_figure, profile_figure
 from scenarios.records import Records
@@ -123,6 +123,10 @@ class VanishingGradients(Scenario):
         steps = config.steps
         log_every = max(1, math.ceil(steps / 100))
         return together(*(Arm(name, train_arm(arm, log_every), steps) for name, arm in arms_of(config).items()))
+
+    def estimate(self, config: Config) -> Estimate:
+        return Estimate(len(arms_of(config)) * arm_seconds(config.depth, config.width, config.steps,
+                                                           math.ceil(config.steps / 100)))
 
     def arm_universe(self) -> list[str]:
         default = Config()

@@ -282,3 +282,4 @@ def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     assert "Traceback" not in result.stderr
     alive = ranks_alive(tag)  # this test's own ranks: others may run elsewhere on the machine
     assert not alive, f"rank processes left: {alive}"
+

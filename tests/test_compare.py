@@ -106,8 +106,8 @@ def test_overlay_and_isolation_on_the_page() -> None:
     assert current not in overlay.options and len(overlay.options) == 2
     overlay.set_value([deeper]).run()
     assert not at.exception
-    loss = next(c for c in at.get("plotly_chart") if c.proto.id and "Training loss" in c.proto.spec)
-    assert "[depth=6]" in loss.proto.spec, "the overlaid run's arms are in the loss figure, labelled"
+    loss = next(c for c in at.get("bidi_component") if "Training loss" in c.proto.json)  # the page's charts
+    assert "[depth=6]" in loss.proto.json, "the overlaid run's arms are in the loss figure, labelled"
     assert any("Overlaid: stored run" in c.value for c in at.caption)
 
     # Isolation: depth 4 (current), 6 and 8 differ only in depth.

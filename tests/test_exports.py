@@ -45,8 +45,7 @@ def test_the_readme_command_reproduces_the_config() -> None:
 
 def tiny_view() -> tuple[dict, View]:
     config = SCENARIO.validate(SCENARIO.tiny)
-    handle = RunHandle.start(SCENARIO, config)
-    assert handle.join(timeout=60)
+    handle = RunHandle.of_result(SCENARIO, config, SCENARIO.run(config))
     return config.model_dump(mode="json"), build_view(SCENARIO, handle, [])
 
 

@@ -141,11 +141,12 @@ def test_two_processes_write_at_once(isolated_store) -> None:
 
 KILLED = textwrap.dedent("""
     import time
+    from explorer.pool import WorkerPool
     from explorer.runs import RunHandle
     from explorer.store import RunStore
     from scenarios import get_scenario
     scenario = get_scenario("vanishing-gradients")
-    handle = RunHandle.start(scenario, scenario.validate({"steps": 3000}), RunStore())
+    handle = RunHandle.start(scenario, scenario.validate({"steps": 3000}), RunStore(), pool=WorkerPool(1))
     while handle.snapshot().frame.empty:
         time.sleep(0.01)
     print("training", flush=True)

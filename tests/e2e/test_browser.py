@@ -2,7 +2,8 @@
 
 The server and browser come from conftest.py; per test a fresh browser context clicks through the app
 the way a person would: gallery -> scenario page -> move sliders with the keyboard ->
-Run -> watch the live view fill in -> (test 2) Stop a long run and keep the partial plots.
+the page runs the new settings by itself -> watch the live view fill in -> (test 2) Stop a
+long run and keep the partial plots.
 """
 import re
 
@@ -29,22 +30,22 @@ def test_gallery_to_finished_run(page, app_url):
     page.locator(f'{SIDEBAR} [data-testid="stSlider"]').first.wait_for()
     wait_idle(page)
 
-    # Move "depth" down three notches with the keyboard (default 10 -> 7).
+    # Move "depth" down three notches with the keyboard (default 10 -> 7), and "steps" to its
+    # minimum: auto-run trains the new settings by itself, once they stop moving.
     before, after = press_on_slider(page, "depth", "ArrowLeft", "ArrowLeft", "ArrowLeft")
     assert after == before - 3, f"depth went {before} -> {after}, expected {before - 3}"
     assert displayed_value(page, "depth") == str(after)
-    # And "steps" to its minimum, so the run is short.
     before, after = press_on_slider(page, "steps", "Home")
     assert after < before and after == 10, f"steps went {before} -> {after}"
 
-    button(page, "Run").click()
-    text = wait_progress(page, r"^Finished", RUN_TIMEOUT_S)
-    assert "after 10 steps" in text, text
+    text = wait_progress(page, r"^Finished after 10 steps", RUN_TIMEOUT_S)
+    assert "stored as run" in text, text
 
     heatmap = page.locator(PLOT).filter(has_text="layer × step")
     heatmap.first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
     assert page.locator(PLOT).filter(has_text="Training loss").count() >= 1
     assert page.get_by_text("What to look for", exact=False).count() >= 1
+    assert page.get_by_text("layer 7", exact=False).count() >= 1, "what-to-look-for reads depth 7"
 
 
 def test_stop_keeps_partial_plots(page, app_url):
@@ -52,8 +53,7 @@ def test_stop_keeps_partial_plots(page, app_url):
     before, after = press_on_slider(page, "steps", "End")
     assert after == 3000 and after > before, f"steps went {before} -> {after}"
 
-    button(page, "Run").click()
-    wait_progress(page, r"^Running", RUN_TIMEOUT_S)
+    wait_progress(page, r"^Running", RUN_TIMEOUT_S)  # auto-run
     page.locator(PLOT).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
     assert re.search(r"^Running", progress_text(page)), "the run ended before it could be stopped"
 

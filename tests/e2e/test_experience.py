@@ -1,5 +1,5 @@
 """End-to-end, the explorer experience in a real Chromium: open a shared link, run it, change a
-setting and run again, overlay the first run on the second, and download the zip bundle
+setting (auto-run trains it), overlay the first run on the second, and download the zip bundle
 (PNG bytes, CSV columns, the config equal to the page's)."""
 import io
 import json
@@ -46,8 +46,7 @@ def test_shared_link_run_overlay_and_zip_bundle(page, app_url, tmp_path) -> None
     before, after = press_on_slider(page, "depth", "ArrowRight")
     assert (before, after) == (5, 6)
     assert page_query(page)["depth"] == "6", "the URL follows the slider"
-    button(page, "Run").click()
-    wait_progress(page, r"^Finished.*stored as run (?!" + first_run + ")", RUN_TIMEOUT_S)
+    wait_progress(page, r"^Finished.*stored as run (?!" + first_run + ")", RUN_TIMEOUT_S)  # auto-run
     wait_idle(page)
 
     # Overlay the first run (depth 5) on the figures of the second (depth 6).

@@ -1,0 +1,229 @@
+"""The page row: a real browser drives each scenario's default run (not a test; prints a table).
+
+    python bench/page_bench.py [--scenario ID ...] [--repeat 3]
+
+One `streamlit run app.py` (its own empty store), headless Chromium (/usr/bin/chromium), and a
+headless warm worker of its own for the same configs without the page, interleaved: page run,
+headless run, page run, ... (each repeat with a new seed, so every run trains). Per scenario:
+
+- first plot: from the Run click to the first chart drawn with data in it (warm pool);
+- page / headless: the run's time in the page (Run click to "Finished" on screen) over the
+  headless worker's `Scenario.run` time of the same config (medians);
+- longest task: the browser main thread's longest task during the run (PerformanceObserver
+  `longtask`; 50 ms is the smallest it reports);
+- expander: from the click on "The mechanism" mid-run to the frame that shows it open;
+- stored shown: from the slider key press that moves back to a stored config to its charts drawn;
+- server CPU: the Streamlit process's CPU time over the run's wall time (the view's cost;
+  training runs in the workers).
+
+Then three tabs press Run at once (three seeds of the first scenario): all done, over the
+three runs one after another headless. The load average is printed before and after: the
+machine is shared, so read the numbers beside it.
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from explorer.pool import WorkerPool  # noqa: E402
+from explorer.runs import RunHandle  # noqa: E402
+from scenarios import all_scenarios, get_scenario  # noqa: E402
+
+CHROMIUM = os.environ.get("PLAYWRIGHT_CHROMIUM_EXECUTABLE", "/usr/bin/chromium")
+LONGTASKS = """window.__long = []; new PerformanceObserver(list => { for (const e of list.getEntries())
+  window.__long.push({at: e.startTime, ms: e.duration}); }).observe({type: 'longtask', buffered: true});"""
+DRAWN_WITH_DATA = """() => [...document.querySelectorAll('div.explorer-chart')].some(c => c.dataset.drawn &&
+  (c._fullData || []).some(t => ['x', 'y', 'z', 'values'].some(k => t[k] && t[k].length)))"""
+ALL_DRAWN = """() => { const cs = [...document.querySelectorAll('div.explorer-chart')];
+  return cs.length > 0 && cs.every(c => c.dataset.drawn === c.dataset.version); }"""
+TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def status(page) -> str:
+    bar = page.locator('[data-testid="stProgress"]')
+    return bar.first.inner_text() if bar.count() else ""
+
+
+def wait_for(condition, timeout_s: float = TIMEOUT_S, every_s: float = 0.01) -> float:
+    """Poll until `condition()`; return the time.perf_counter() at which it held."""
+    deadline = time.perf_counter() + timeout_s
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("timed out")
+        time.sleep(every_s)
+    return time.perf_counter()
+
+
+def open_page(page, base: str, scenario_id: str, seed: int) -> None:
+    page.goto(f"{base}/{scenario_id}?seed={seed}")
+    page.locator('[data-testid="stSidebar"] [data-testid="stWidgetLabel"]').first.wait_for()
+    wait_for(lambda: page.get_by_text("Starting the workers").count() == 0, every_s=0.2)
+    wait_for(lambda: page.evaluate("() => !!window.Plotly"), every_s=0.1)  # fetched while the page is read
+    time.sleep(0.5)
+
+
+def run_button(page):
+    return page.locator('[data-testid="stMain"]').get_by_role("button", name="Run", exact=True)
+
+
+def expander_open_ms(page) -> float | None:
+    """Click "The mechanism" (closed first) as a person would; ms to the frame showing it open."""
+    summary = page.locator('[data-testid="stExpander"] summary').filter(has_text="The mechanism")
+    if not summary.count():
+        return None
+    if summary.evaluate("s => s.parentElement.open"):
+        summary.click()
+        time.sleep(0.2)
+    page.evaluate("""s => { window.__opened = null; const d = s.parentElement;
+      s.addEventListener('pointerdown', e => { window.__clickAt = e.timeStamp; }, {once: true, capture: true});
+      d.addEventListener('toggle', () => requestAnimationFrame(() => { window.__opened = performance.now(); }),
+                         {once: true}); }""", summary.element_handle())
+    summary.click()
+    wait_for(lambda: page.evaluate("() => window.__opened !== null"), 30)
+    return page.evaluate("() => window.__opened - window.__clickAt")
+
+
+def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
+    open_page(page, base, scenario.id, seed)
+    page.evaluate("() => { window.__long = []; }")
+    cpu_before = cpu_seconds(server_pid)
+    clicked = time.perf_counter()
+    run_button(page).click()
+    ended = lambda: status(page).startswith(("Finished", "Failed", "Stopped", "Not run"))  # noqa: E731
+    first = wait_for(lambda: page.evaluate(DRAWN_WITH_DATA) or ended())
+    drew = page.evaluate(DRAWN_WITH_DATA)
+    expander = expander_open_ms(page) if status(page).startswith("Running") else None
+    done = wait_for(ended, every_s=0.02)
+    drew = drew or page.evaluate(DRAWN_WITH_DATA)
+    cpu = cpu_seconds(server_pid) - cpu_before
+    longest = max((t["ms"] for t in page.evaluate("() => window.__long")), default=0.0)
+    return {"first_s": first - clicked if drew else None, "page_s": done - clicked, "longest_ms": longest, "expander_ms": expander,
+            "server_cpu": cpu / (done - clicked), "status": status(page)}
+
+
+def stored_shown_s(page) -> float | None:
+    """Move the seed field up (a new config: auto-run trains it), then back (stored: shown at once)."""
+    seed = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInput"] input').first
+    plus = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepUp"]').first
+    minus = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepDown"]').first
+    if not seed.count():
+        return None
+    before = status(page)
+    plus.click()
+    wait_for(lambda: status(page) != before and status(page).startswith("Finished"), every_s=0.05)
+    wait_for(lambda: page.evaluate(ALL_DRAWN))
+    pressed = time.perf_counter()
+    minus.click()
+    shown = wait_for(lambda: status(page).startswith("Served from the run store") and page.evaluate(ALL_DRAWN))
+    return shown - pressed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", action="append", help="only these scenario ids (repeatable)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    scenarios = [s for s in all_scenarios() if not args.scenario or s.id in args.scenario]
+    tmp = Path(tempfile.mkdtemp())
+    port = free_port()
+    env = dict(os.environ, EXPLORER_STORE=str(tmp / "runs.sqlite3"), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                               "--server.headless", "true"], cwd=ROOT, env=env, stdout=open(tmp / "server.log", "w"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    headless = WorkerPool(size=1)
+    print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
+          f"({os.cpu_count()} cores)")
+    rows = []
+    try:
+        headless.wait_ready(TIMEOUT_S)
+        base = f"http://localhost:{port}"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_init_script(LONGTASKS)
+            page = context.new_page()
+            for scenario in scenarios:
+                rows.append(measure(page, base, scenario, headless, server.pid, args.repeat))
+            three = three_tabs(context, base, scenarios[0], headless)
+            browser.close()
+    finally:
+        headless.shutdown()
+        server.terminate()
+        server.wait(30)
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    header = ("scenario", "first plot (s)", "page / headless", "page run (s)", "headless (s)", "longest task (ms)",
+              "expander (ms)", "stored shown (s)", "server CPU")
+    table = [header] + rows
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    print(f"median of {args.repeat}, warm pool")
+    for i, row in enumerate(table):
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print(three)
+
+
+def measure(page, base: str, scenario, headless: WorkerPool, server_pid: int, repeat: int) -> tuple:
+    pages, alone = [], []
+    for i in range(repeat):
+        seed = 1000 + i
+        pages.append(page_run(page, base, scenario, seed, server_pid))
+        handle = RunHandle.start(scenario, scenario.validate({"seed": seed}), pool=headless)
+        handle.join(TIMEOUT_S)
+        alone.append(handle.train_seconds or float("nan"))
+    if any(not p["status"].startswith("Finished") or p["first_s"] is None for p in pages):
+        why = pages[-1]["status"][:50] if not pages[-1]["status"].startswith("Finished") else "no chart drawn"
+        return (scenario.id, why, "", "", "", "", "", "", "")
+    shown = stored_shown_s(page)
+    med = lambda key: statistics.median(p[key] for p in pages if p[key] is not None)  # noqa: E731
+    page_s, alone_s = med("page_s"), statistics.median(alone)
+    expanders = [p["expander_ms"] for p in pages if p["expander_ms"] is not None]
+    return (scenario.id, f"{med('first_s'):.2f}", f"{page_s / alone_s:.2f}", f"{page_s:.2f}", f"{alone_s:.2f}",
+            f"{max(p['longest_ms'] for p in pages):.0f}", f"{max(expanders):.0f}" if expanders else "n/a",
+            f"{shown:.2f}" if shown is not None else "n/a", f"{med('server_cpu'):.0%}")
+
+
+def three_tabs(context, base: str, scenario, headless: WorkerPool) -> str:
+    """Three tabs press Run at once (seeds 2000-2002): all done, against the same three headless one after another."""
+    tabs = [context.new_page() for _ in range(3)]
+    for i, tab in enumerate(tabs):
+        open_page(tab, base, scenario.id, 2000 + i)
+    started = time.perf_counter()
+    for tab in tabs:
+        run_button(tab).click()
+    for tab in tabs:
+        wait_for(lambda: status(tab).startswith(("Finished", "Failed")), every_s=0.05)
+    together = time.perf_counter() - started
+    alone = 0.0
+    for i in range(3):
+        handle = RunHandle.start(scenario, scenario.validate({"seed": 2000 + i}), pool=headless)
+        handle.join(TIMEOUT_S)
+        alone += handle.train_seconds
+    return (f"three tabs at once ({scenario.id}): all done in {together:.2f} s; the three one after another "
+            f"headless: {alone:.2f} s; ratio {together / alone:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Charts that keep their element: a figure is drawn once and then updated in place.
+
+`st.plotly_chart` gives a figure whose data changed a new element id, so the browser
+throws the old chart away and builds a new one — a blank moment on every live redraw.
+Here each figure is a Streamlit component (`st.components.v2`) with a stable key: the
+same element lives for the whole run and plotly.js's `Plotly.react` updates it in place,
+each chart in a task of its own (so one redraw never blocks the page for long), and only
+when its figure changed (the payload carries a version: a hash of the figure). Before a
+figure leaves the server its traces are thinned to what a screen can show.
+
+plotly.js itself is the one the Python plotly package ships (the exports' HTML uses the
+same), served once per browser from the package's folder through Streamlit's
+component-file route and cached.
+"""
+import hashlib
+import json
+import os
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+import streamlit as st
+import streamlit.components.v1 as components_v1
+from plotly.utils import PlotlyJSONEncoder
+
+from explorer.look import BASE_HEIGHT_PX
+
+MAX_POINTS = 800    # per line trace: more than a chart's width in pixels shows nothing more
+MAX_COLUMNS = 400   # per heatmap
+PLOTLY_DIR = os.path.join(os.path.dirname(plotly.__file__), "package_data")
+
+_JS = """
+function plotlyFrom(src) {
+  if (!window.__explorerPlotly) {
+    window.__explorerPlotly = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = src;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = reject;
+      document.head.appendChild(script);
+    });
+  }
+  return window.__explorerPlotly;
+}
+
+function themed(layout, element) {
+  const css = getComputedStyle(element);
+  const value = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+  const text = value("--st-text-color", "#31333f");
+  const grid = value("--st-border-color-light", "rgba(49, 51, 63, 0.1)");
+  layout.font = Object.assign({family: value("--st-font", "sans-serif"), color: text}, layout.font || {});
+  layout.paper_bgcolor = layout.paper_bgcolor || "rgba(0, 0, 0, 0)";
+  layout.plot_bgcolor = layout.plot_bgcolor || "rgba(0, 0, 0, 0)";
+  for (const key of Object.keys(layout)) {
+    if (/^[xy]axis\\d*$/.test(key)) {
+      layout[key] = Object.assign({gridcolor: grid, zerolinecolor: grid, linecolor: grid}, layout[key]);
+    }
+  }
+  if (!layout.xaxis) layout.xaxis = {gridcolor: grid, zerolinecolor: grid};
+  if (!layout.yaxis) layout.yaxis = {gridcolor: grid, zerolinecolor: grid};
+  return layout;
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  if (!data.figure) {  // the preload: fetch plotly.js while the page is read, not after Run
+    plotlyFrom(data.plotly);
+    return;
+  }
+  let chart = parentElement.querySelector("div.explorer-chart");
+  if (!chart) {
+    chart = document.createElement("div");
+    chart.className = "explorer-chart";
+    chart.setAttribute("data-testid", "explorer-chart");
+    parentElement.appendChild(chart);
+  }
+  chart.style.height = data.height + "px";
+  chart.setAttribute("data-name", data.name);
+  if (chart.dataset.version === data.version) return;
+  chart.dataset.version = data.version;
+  plotlyFrom(data.plotly).then((Plotly) => setTimeout(() => {
+    if (chart.dataset.version !== data.version) return;  // a newer figure came meanwhile
+    const started = performance.now();
+    const figure = JSON.parse(data.figure);
+    Plotly.react(chart, figure.data, themed(figure.layout, parentElement),
+                 {displaylogo: false, responsive: true}).then(() => {
+      chart.dataset.drawn = data.version;
+      const draws = window.__explorerDraws = window.__explorerDraws || [];  // read by bench/page_bench.py
+      draws.push({name: data.name, ms: performance.now() - started, at: started});
+      if (draws.length > 1000) draws.splice(0, 500);
+    });
+  }, 0));
+}
+"""
+
+_CSS = """
+.explorer-chart { width: 100%; }
+"""
+
+_chart = st.components.v2.component("explorer_chart", js=_JS, css=_CSS, isolate_styles=False)
+
+
+def payload(name: str, figure: go.Figure) -> dict:
+    """What the browser needs to draw `figure`: its thinned JSON, a version and its height."""
+    spec = figure.to_plotly_json()
+    spec["data"] = [thin(trace) for trace in spec.get("data", [])]
+    layout = spec.setdefault("layout", {})
+    layout.pop("template", None)  # the page's theme, not plotly's grey default
+    height = int(layout.get("height") or BASE_HEIGHT_PX)
+    text = json.dumps(spec, cls=PlotlyJSONEncoder)
+    return {"name": name, "figure": text, "height": height, "version": hashlib.sha1(text.encode()).hexdigest()[:16]}
+
+
+def draw(key: str, drawn: dict) -> None:
+    """Mount (or update in place) the chart component `key` with a `payload`."""
+    _chart(key=key, data={**drawn, "plotly": _plotly_url()}, height=drawn["height"])
+
+
+def preload() -> None:
+    """Start fetching plotly.js now (an empty element), so the first chart after Run does not wait for it."""
+    _chart(key="explorer-plotly-preload", data={"plotly": _plotly_url()}, height=0)
+
+
+def thin(trace: dict) -> dict:
+    """A trace with no more points than a screen shows: lines keep each bucket's min and max
+    (so a spike stays visible); heatmaps keep evenly spaced columns."""
+    if trace.get("type", "scatter") in ("scatter", "scattergl") and _length(trace.get("y")) > MAX_POINTS:
+        y = np.asarray(trace["y"], dtype=float)
+        keep = _min_max_indices(y, MAX_POINTS // 2)
+        trace = {**trace, "y": y[keep], "x": keep if trace.get("x") is None else trace["x"]}
+        for axis in ("x", "text", "customdata", "hovertext"):
+            if _length(trace.get(axis)) == len(y):
+                trace[axis] = np.asarray(trace[axis])[keep]
+    elif trace.get("type") == "heatmap" and trace.get("z") is not None:
+        z = np.asarray(trace["z"])
+        if z.ndim == 2 and z.shape[1] > MAX_COLUMNS:
+            keep = np.unique(np.linspace(0, z.shape[1] - 1, MAX_COLUMNS).round().astype(int))
+            trace = {**trace, "z": z[:, keep]}
+            if _length(trace.get("x")) == z.shape[1]:
+                trace["x"] = np.asarray(trace["x"])[keep]
+    return trace
+
+
+def _min_max_indices(y: np.ndarray, buckets: int) -> np.ndarray:
+    edges = np.linspace(0, len(y), buckets + 1).astype(int)
+    keep = {0, len(y) - 1}
+    for start, end in zip(edges[:-1], edges[1:]):
+        chunk = y[start:end]
+        if end > start and np.isfinite(chunk).any():
+            keep.update((start + int(np.nanargmin(chunk)), start + int(np.nanargmax(chunk))))
+        elif end > start:
+            keep.add(start)
+    return np.array(sorted(keep))
+
+
+def _length(values) -> int:
+    try:
+        return len(values)
+    except TypeError:
+        return 0
+
+
+def _plotly_url() -> str:
+    """Where the browser fetches plotly.js: the package's folder, served as component files."""
+    assets = components_v1.declare_component("plotly_assets", path=PLOTLY_DIR)
+    base = st.get_option("server.baseUrlPath").strip("/")
+    return "/" + (base + "/" if base else "") + f"component/{assets.name}/plotly.min.js"

@@ -1,0 +1,120 @@
+"""End-to-end, the live loop in a real Chromium: a moved slider runs the new value and cancels the
+old run; a chart keeps its element between redraws; an expander opens mid-run; no worker
+outlives its server. Nothing here asserts wall time: orderings, identities and counts."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from browser_helpers import PLOT, SIDEBAR, button, open_scenario, press_on_slider, progress_text, wait_progress
+from conftest import ROOT, _free_port, _healthy
+from explorer.processes import descendants
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SCENARIO_PATH = "/vanishing-gradients"
+RUN_TIMEOUT_S = 90
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _workers() -> list[int]:
+    return [pid for pid in descendants(os.getpid()) if "explorer.worker" in _cmdline(pid)]
+
+
+def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url) -> None:
+    open_scenario(page, app_url, SCENARIO_PATH, "Vanishing gradients")
+    press_on_slider(page, "steps", "End")  # 3000 steps: auto-run starts a long run
+    wait_progress(page, r"^Running… \d+% \(step [1-9]", RUN_TIMEOUT_S)
+
+    press_on_slider(page, "depth", "ArrowLeft")  # depth 9: the depth-10 run is superseded
+    page.wait_for_url("**depth=9**", timeout=30_000)  # the page has rerun with it
+    moved_on = page.get_by_text("Settings changed since this run started")
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while moved_on.count() or not progress_text(page).startswith("Running"):  # the new run is the page's run
+        assert time.monotonic() < deadline, f"the new run never started: {progress_text(page)!r}"
+        time.sleep(0.1)
+    chart = page.locator("div.explorer-chart").first
+    chart.evaluate("el => { el.__kept = true; }")
+    first = chart.get_attribute("data-drawn")
+    page.wait_for_function("([el, v]) => el.dataset.drawn && el.dataset.drawn !== v",
+                           arg=[chart.element_handle(), first], timeout=RUN_TIMEOUT_S * 1000)
+    assert progress_text(page).startswith("Running"), "the chart was redrawn while the run went on"
+    assert page.locator("div.explorer-chart").first.evaluate("el => el.__kept === true"), \
+        "the chart kept its element between redraws (no new element, no blank frame)"
+    button(page, "Stop").click()
+    wait_progress(page, r"^Stopped", 15)
+    busy = {pid: _cpu_s(pid) for pid in _workers()}
+    time.sleep(1.5)
+    used = {pid: round(_cpu_s(pid) - cpu, 2) for pid, cpu in busy.items()}
+    assert sum(used.values()) < 0.5, f"workers' CPU after Stop {used}: the old run was not cancelled"
+
+
+def test_an_expander_opens_while_a_run_is_drawing(page, app_url) -> None:
+    open_scenario(page, app_url, SCENARIO_PATH + "?seed=77", "Vanishing gradients")
+    press_on_slider(page, "steps", "End")
+    wait_progress(page, r"^Running… \d+% \(step [1-9]", RUN_TIMEOUT_S)
+    page.locator(PLOT).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+    summary = page.locator('[data-testid="stMain"] [data-testid="stExpander"] summary').filter(has_text="The mechanism")
+    if summary.evaluate("s => s.parentElement.open"):
+        summary.click()
+    summary.click()
+    page.locator('[data-testid="stMain"] [data-testid="stExpander"] .katex').first.wait_for(timeout=10_000)
+    assert progress_text(page).startswith("Running"), "the expander opened while the run went on"
+    assert page.locator(f'{SIDEBAR} [data-testid="stSlider"]').count() > 0
+    button(page, "Stop").click()
+    wait_progress(page, r"^Stopped", 15)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_no_worker_outlives_the_server(browser, tmp_path, signum) -> None:
+    """A page opened (the pool starts), then the server is ended: its workers end with it."""
+    port = _free_port()
+    base = f"http://localhost:{port}"
+    env = dict(os.environ, EXPLORER_STORE=str(tmp_path / "runs.sqlite3"), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                               "--server.headless", "true"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthy(base):
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+            time.sleep(0.3)
+        context = browser.new_context()
+        tab = context.new_page()
+        open_scenario(tab, base, SCENARIO_PATH, "Vanishing gradients")
+        deadline = time.monotonic() + 120
+        while tab.get_by_text("Starting the workers").count():
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.3)
+        workers = [pid for pid in descendants(server.pid) if "explorer.worker" in _cmdline(pid)]
+        assert len(workers) >= 1
+        context.close()
+        server.send_signal(signum)
+        server.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(_cmdline(pid) for pid in workers):  # gone (or reaped zombies: no cmdline)
+            assert time.monotonic() < deadline, f"workers left after {signum.name}: {workers}"
+            time.sleep(0.2)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+

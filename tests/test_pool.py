@@ -1,0 +1,167 @@
+"""The worker pool: runs train in warm worker processes, queue when every worker is busy, stop,
+survive a killed worker, and leave no process behind. Processes are counted among this
+test's own descendants only (other sessions on the machine run their own workers)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from explorer.pool import WorkerPool
+from explorer.processes import descendants
+from explorer.runs import RunHandle
+from explorer.store import RunStore
+from scenarios import get_scenario
+from scenarios.base import Run, Scenario, ScenarioConfig
+
+SCENARIO = get_scenario("vanishing-gradients")
+LONG = SCENARIO.validate({"steps": 3000})
+WAIT_S = 120  # generous: the machine is shared; nothing here asserts on wall time
+
+
+@pytest.fixture(scope="module")
+def pool():
+    pool = WorkerPool(size=1)
+    assert pool.wait_ready(WAIT_S), "the worker never became ready"
+    yield pool
+    pool.shutdown()
+
+
+def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Hang(Scenario):
+    """Starts a process of its own (as the distributed scenario starts ranks), then never
+    checks Stop: only ending its worker ends it."""
+    id, title, question, terms, formula = "hang", "Hang", "Does Stop end it?", {}, "x"
+
+    class Config(ScenarioConfig):
+        pass
+
+    def execute(self, config: ScenarioConfig, run: Run) -> None:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        run.add("arm", 0, {"loss": 1.0, "child_pid": float(child.pid)})
+        time.sleep(600)
+
+
+def test_a_worker_run_gives_the_records_of_the_headless_run(pool, isolated_store) -> None:
+    config = SCENARIO.validate(SCENARIO.tiny)
+    handle = RunHandle.start(SCENARIO, config, RunStore(), pool=pool)
+    assert handle.join(WAIT_S)
+    snap = handle.snapshot()
+    assert snap.status == "finished" and snap.run_id is not None
+    headless = SCENARIO.run(config).frame
+    assert snap.frame.equals(headless), "the worker's records differ from the same config run in-process"
+    assert RunStore().frame(snap.run_id).equals(headless), "the stored rows are the rows the page drew"
+
+
+def test_a_run_queues_while_every_worker_is_busy_and_stop_ends_each(pool, isolated_store) -> None:
+    store = RunStore()
+    first = RunHandle.start(SCENARIO, LONG, store, pool=pool)
+    second = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 1}), store, pool=pool)
+    third = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 2}), store, pool=pool)
+    first.wait_for_first_record(WAIT_S)
+    assert second.snapshot().waiting == "queued (next in line)" and third.snapshot().waiting == "queued (1 ahead)"
+
+    second.stop()  # queued: ends at once, never trained
+    assert second.join(WAIT_S) and second.snapshot().status == "stopped" and second.snapshot().frame.empty
+    assert third.snapshot().waiting == "queued (next in line)"
+    first.stop()
+    assert first.join(WAIT_S)
+    stopped = first.snapshot()
+    assert stopped.status == "stopped" and not stopped.frame.empty and stopped.frame["step"].max() < 2999
+    assert third.join(WAIT_S) and third.snapshot().status == "finished", "the queued run ran once a worker was free"
+    statuses = sorted(r.status for r in store.list_runs())
+    assert statuses == ["finished", "stopped"], f"stored {statuses}: the run stopped in the queue must not be"
+
+
+def test_a_run_stopped_before_its_first_record_is_not_stored(pool, isolated_store) -> None:
+    handle = RunHandle.start(SCENARIO, LONG, RunStore(), pool=pool)
+    handle.stop()
+    assert handle.join(WAIT_S)
+    assert handle.snapshot().status == "stopped" and RunStore().count() == 0
+
+
+def test_a_superseded_run_is_not_stored(pool, isolated_store) -> None:
+    handle = RunHandle.start(SCENARIO, LONG, RunStore(), pool=pool)
+    assert handle.wait_for_first_record(WAIT_S)
+    handle.stop(keep=False)
+    assert handle.join(WAIT_S) and not handle.snapshot().frame.empty
+    assert RunStore().count() == 0
+
+
+def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, isolated_store) -> None:
+    handle = RunHandle.start(Hang(), Hang.Config(), RunStore(), pool=pool)
+    assert handle.wait_for_first_record(WAIT_S)
+    worker, = pool.pids()
+    child = int(handle.snapshot().frame.query("metric == 'child_pid'")["value"].iloc[0])
+    assert child in descendants(worker)
+    handle.stop()
+    assert handle.join(WAIT_S) and handle.snapshot().status == "stopped"
+    wait_until(lambda: not alive(worker) and not alive(child), "the worker and its child to end")
+    wait_until(lambda: len(pool.pids()) == 1 and pool.pids() != [worker], "a replacement worker")
+    assert pool.wait_ready(WAIT_S)
+
+
+def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isolated_store) -> None:
+    handle = RunHandle.start(SCENARIO, LONG, RunStore(), pool=pool)
+    assert handle.wait_for_first_record(WAIT_S)
+    worker, = pool.pids()
+    os.kill(worker, signal.SIGKILL)
+    assert handle.join(WAIT_S)
+    snap = handle.snapshot()
+    assert snap.status == "failed" and "died (exit code -9)" in snap.error, snap.error
+    assert RunStore().get(snap.run_id).status == "failed", "a crashed run is stored with its error"
+    wait_until(lambda: pool.pids() and pool.pids() != [worker], "a replacement worker")
+    assert pool.wait_ready(WAIT_S)
+    again = RunHandle.start(SCENARIO, SCENARIO.validate(SCENARIO.tiny), RunStore(), pool=pool)
+    assert again.join(WAIT_S) and again.snapshot().status == "finished"
+
+
+def test_shutdown_leaves_no_process() -> None:
+    pool = WorkerPool(size=2)
+    assert pool.wait_ready(WAIT_S)
+    handle = RunHandle.start(Hang(), Hang.Config(), pool=pool)
+    assert handle.wait_for_first_record(WAIT_S)
+    before = set(pool.pids()) | {pid for worker in pool.pids() for pid in descendants(worker)}
+    assert before <= set(descendants(os.getpid())) and len(before) == 3, "two workers and the hanging run's child"
+    pool.shutdown()
+    assert handle.join(WAIT_S) and handle.snapshot().status == "stopped"
+    wait_until(lambda: not any(alive(pid) for pid in before), "every worker process to end")
+
+
+SERVER = """
+import signal, sys, time
+from explorer.pool import WorkerPool
+pool = WorkerPool(size=2)
+pool.wait_ready(120)
+print(" ".join(map(str, pool.pids())), flush=True)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as `streamlit run` does: exit, atexit runs
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+def test_no_worker_outlives_its_server(signum) -> None:
+    """However the server ends — SIGTERM, Ctrl-C, even SIGKILL (no cleanup at all) — its workers end."""
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    workers = [int(pid) for pid in server.stdout.readline().split()]
+    assert len(workers) == 2 and all(alive(pid) for pid in workers)
+    server.send_signal(signum)
+    server.wait(timeout=WAIT_S)
+    wait_until(lambda: not any(alive(pid) for pid in workers), f"the workers to end after {signum.name}")
