@@ -36,15 +36,16 @@ from engines.shards import Collectives
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "ring all-reduce (by hand)",
        "ring reduce-scatter (by hand)")
 ELEMENT_BYTES = 4  # float32
-_BYTES_RECEIVED, _NOTSENT_BYTES, _BYTES_SENT = 128, 144, 200  # offsets in Linux's struct tcp_info
+_BYTES_RECEIVED, _NOTSENT_BYTES, _BYTES_SENT, _BYTES_RETRANS = 128, 144, 200, 208  # offsets in struct tcp_info
 # The kinds counted here: the DDP page's four, and what a DTensor's redistributions may issue.
 KINDS = {**COLLECTIVES, "scatter": ("scatter",), "all-to-all": ("alltoall", "all_to_all")}
 
 
 def socket_bytes() -> tuple[float, float] | None:
     """(sent, received) bytes over this process's TCP sockets so far; None where the kernel does not say.
-    Sent counts what TCP transmitted plus what still waits in the send queue: a collective can end
-    on this rank while its last bytes are queued behind a full receive window."""
+    Sent counts what TCP transmitted, less retransmissions (a loaded machine sees a few even on
+    loopback), plus what still waits in the send queue: a collective can end on this rank while
+    its last bytes are queued behind a full receive window."""
     sent = received = 0
     try:
         descriptors = os.listdir("/proc/self/fd")
@@ -60,9 +61,10 @@ def socket_bytes() -> tuple[float, float] | None:
         try:
             if sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET, socket.AF_INET6):
                 info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-                if len(info) < _BYTES_SENT + 8:
+                if len(info) < _BYTES_RETRANS + 8:
                     return None
-                sent += struct.unpack_from("Q", info, _BYTES_SENT)[0] + struct.unpack_from("I", info, _NOTSENT_BYTES)[0]
+                sent += (struct.unpack_from("Q", info, _BYTES_SENT)[0] - struct.unpack_from("Q", info, _BYTES_RETRANS)[0]
+                         + struct.unpack_from("I", info, _NOTSENT_BYTES)[0])
                 received += struct.unpack_from("Q", info, _BYTES_RECEIVED)[0]
         except OSError:
             pass
@@ -106,33 +108,41 @@ def ring_all_gather(chunks: list[torch.Tensor], rank: int, world: int) -> None:
         request.wait()
 
 
-def collective(op: str, tensors: list[torch.Tensor], rank: int, world: int) -> tuple[Callable[[], torch.Tensor], torch.Tensor]:
-    """(a call that runs `op` on this rank's tensor and returns the result, the single-process answer)."""
-    mine, total = tensors[rank], torch.stack(tensors).sum(0)
-    shard = total.numel() // world
+def run_op(op: str, mine: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """This rank's result of `op` on its tensor of S values (for an all-gather it contributes its
+    shard of S/N: its 1/N of the tensor every rank ends up with)."""
+    x, shard = mine.clone(), mine.numel() // world
     if op == "all-reduce":
-        return lambda: (lambda x: (dist.all_reduce(x), x)[1])(mine.clone()), total
-    if op == "all-gather":  # each rank contributes its 1/N of a tensor of `size`
-        pieces = [t[r * shard:(r + 1) * shard] for r, t in enumerate(tensors)]
+        dist.all_reduce(x)
+        return x
+    if op == "all-gather":
         out = torch.empty(shard * world)
-        return lambda: (dist.all_gather_into_tensor(out, pieces[rank].clone()), out)[1], torch.cat(pieces)
+        dist.all_gather_into_tensor(out, x[rank * shard:(rank + 1) * shard].contiguous())
+        return out
     if op == "reduce-scatter":
         out = torch.empty(shard)
-        return lambda: (dist.reduce_scatter_tensor(out, mine.clone()), out)[1], total[rank * shard:(rank + 1) * shard]
+        dist.reduce_scatter_tensor(out, x)
+        return out
     if op == "broadcast":
-        return lambda: (lambda x: (dist.broadcast(x, 0), x)[1])(mine.clone()), tensors[0]
-    if op == "ring all-reduce (by hand)":
-        def by_hand() -> torch.Tensor:
-            chunks = list(mine.clone().chunk(world))
-            ring_reduce_scatter(chunks, rank, world)
-            ring_all_gather(chunks, rank, world)
-            return torch.cat(chunks)
-        return by_hand, total
-    def scatter_by_hand() -> torch.Tensor:
-        chunks = list(mine.clone().chunk(world))
-        ring_reduce_scatter(chunks, rank, world)
+        dist.broadcast(x, 0)
+        return x
+    chunks = list(x.chunk(world))
+    ring_reduce_scatter(chunks, rank, world)
+    if op == "ring reduce-scatter (by hand)":
         return chunks[rank]
-    return scatter_by_hand, total[rank * shard:(rank + 1) * shard]
+    ring_all_gather(chunks, rank, world)  # "ring all-reduce (by hand)"
+    return torch.cat(chunks)
+
+
+def single_process(op: str, tensors: list[torch.Tensor], rank: int) -> torch.Tensor:
+    """What `op` gives rank `rank`, computed from every rank's tensor in this one process."""
+    world, total = len(tensors), torch.stack(tensors).sum(0)
+    shard = total.numel() // world
+    if op == "all-gather":
+        return torch.cat([t[r * shard:(r + 1) * shard] for r, t in enumerate(tensors)])
+    if op == "broadcast":
+        return tensors[0]
+    return total[rank * shard:(rank + 1) * shard] if "reduce-scatter" in op else total
 
 
 def measured(call: Callable[[], torch.Tensor], expected: torch.Tensor, repeats: int) -> dict[str, float]:
@@ -162,14 +172,16 @@ def reported(arm: str, step: int, rank: int, values: dict[str, float], shared: d
 
 
 def sweep(job: dict, rank: int, world: int, emit: Callable[[dict], None]) -> None:
+    """Every op at every size: one record per (op, size index) from each rank."""
     for index, size in enumerate(job["sizes"]):
         tensors = inputs(job["seed"] + index, size, world)
+        size_bytes = float(size * ELEMENT_BYTES)
         for op in job["ops"]:
-            call, expected = collective(op, tensors, rank, world)
-            size_bytes = float(size * ELEMENT_BYTES)
-            shared = {"size_bytes": size_bytes, **({"ring_bytes": ring} if (ring := ring_bytes(op, size_bytes, world))
-                                                    is not None else {})}
-            emit(reported(op, index, rank, measured(call, expected, job["repeats"]), shared))
+            ring = ring_bytes(op, size_bytes, world)
+            shared = {"size_bytes": size_bytes, **({} if ring is None else {"ring_bytes": ring})}
+            values = measured(lambda: run_op(op, tensors[rank], rank, world), single_process(op, tensors, rank),
+                              job["repeats"])
+            emit(reported(op, index, rank, values, shared))
 
 
 def run_job(job: dict, rank: int, world: int, emit: Callable[[dict], None]) -> None:

@@ -136,8 +136,13 @@ def training(records: Records) -> Sentence | None:
     step = records.last_step("FSDP", "units")
     if ddp is None or None in fsdp or units is None:
         return None
-    return say(f"In training step {step}: DDP issued {{}} all-reduce in backward; FSDP {{}} all-gathers in forward, "
-               "{} in backward and {} reduce-scatters, for {} units.", ddp, *fsdp, units)
+    text = (f"In training step {step}: DDP issued {{}} all-reduce in backward; FSDP {{}} all-gathers in forward, "
+            "{} in backward and {} reduce-scatters, for {} units")
+    rebuilt = claim(records, lambda r: count(r, "DDP", "forward/collectives/broadcast", 1), shown=lambda v: f"{v:.0f}")
+    if rebuilt is not None and rebuilt.value:
+        return say(text + "; at step 1 DDP's forward also issued {} broadcasts.",
+                   ddp, *fsdp, units, rebuilt)
+    return say(text + ".", ddp, *fsdp, units)
 
 
 def explanation(records: Records) -> Explanation:

@@ -18,6 +18,7 @@ from scenarios.plotting import arm_colors, category_color, full_width, layout
 from scenarios.records import Records
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "scatter", "all-to-all")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")  # one per op of OPS
 
 
 # --- readers (figures and claims share them) ------------------------------------------------
@@ -89,7 +90,9 @@ def bytes_figure(records: Records) -> go.Figure:
         sizes = records.series(op, "size_bytes")
         ratios = [np.mean(per_rank(records, op, "sent_bytes", int(s))) / size if per_rank(records, op, "sent_bytes", int(s))
                   else None for s, size in sizes.items()]
-        fig.add_scatter(x=sizes.to_numpy(), y=ratios, mode="lines+markers", name=op, line=dict(color=colors[op]),
+        fig.add_scatter(x=sizes.to_numpy(), y=ratios, mode="lines+markers", name=op,  # they overlap: tell them apart
+                        line=dict(color=colors[op], dash="dot" if "by hand" in op else "solid"),
+                        marker=dict(symbol=SYMBOLS[OPS.index(op)], size=9),
                         hovertemplate=f"{op}<br>S %{{x:.3s}}B<br>sent per rank %{{y:.3f}}·S<extra></extra>")
     if n:
         for factor, name in ((2 * (n - 1) / n, f"ring all-reduce 2(N−1)/N = {2 * (n - 1) / n:.3g}"),
@@ -98,7 +101,7 @@ def bytes_figure(records: Records) -> go.Figure:
                           annotation_position="top left")
     fig.update_xaxes(type="log", exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-    return layout(fig, f"Bytes each rank sent (its TCP sockets), ÷ S, against the ring algorithm{f' (N={n})' if n else ''}",
+    return layout(fig, f"Bytes sent per rank ÷ S, and the ring formula{f' (N={n})' if n else ''}",
                   "tensor size S (bytes, log scale)", "bytes sent per rank ÷ S (mean over ranks)")
 
 
@@ -106,22 +109,20 @@ def bytes_by_rank_figure(records: Records) -> go.Figure:
     """At the largest size, every rank's sent and received bytes per op, with the ring formula (—)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["sent", "received"], shared_yaxes=True)
     present = [op for op in OPS if records.has("size_bytes", op)]
-    for op in present:
-        step = records.last_step(op, "size_bytes")
-        for r in ranks(records, op):
-            for col, name in ((1, "sent_bytes"), (2, "received_bytes")):
-                value = records.at(op, f"rank_{r}/{name}", step)
-                fig.add_bar(x=[op], y=[value], name=f"rank {r}", marker_color=category_color(r), legendgroup=str(r),
-                            showlegend=op == present[0] and col == 1, row=1, col=col,
-                            hovertemplate=f"{op}<br>rank {r} {name.split('_')[0]} %{{y:.4s}}B<extra></extra>")
-        ring = records.at(op, "ring_bytes", step)
-        if ring is not None:
-            for col in (1, 2):
-                fig.add_scatter(x=[op], y=[ring], mode="markers", marker=dict(symbol="line-ew-open", size=40,
-                                line=dict(width=3, color="black")), name="ring formula", legendgroup="ring",
-                                showlegend=op == present[0] and col == 1, row=1, col=col,
-                                hovertemplate=f"{op}<br>ring formula %{{y:.4s}}B<extra></extra>")
-    fig.update_layout(barmode="group", title="Bytes per rank at the largest size, and the ring formula (black bar)",
+    steps = {op: records.last_step(op, "size_bytes") for op in present}
+    for r in sorted({r for op in present for r in ranks(records, op)}):
+        for col, name in ((1, "sent_bytes"), (2, "received_bytes")):
+            fig.add_bar(x=present, y=[records.at(op, f"rank_{r}/{name}", steps[op]) for op in present], name=f"rank {r}",
+                        marker_color=category_color(r), legendgroup=str(r), showlegend=col == 1, row=1, col=col,
+                        hovertemplate=f"%{{x}}<br>rank {r} {name.split('_')[0]} %{{y:.4s}}B<extra></extra>")
+    ring = [(op, value) for op in present if (value := records.at(op, "ring_bytes", steps[op])) is not None]
+    for col in (1, 2):
+        if ring:
+            fig.add_scatter(x=[op for op, _ in ring], y=[v for _, v in ring], mode="markers", name="ring formula",
+                            marker=dict(symbol="line-ew-open", size=36, color="black", line=dict(width=3)),
+                            legendgroup="ring", showlegend=col == 1, row=1, col=col,
+                            hovertemplate="%{x}<br>ring formula %{y:.4s}B<extra></extra>")
+    fig.update_layout(barmode="group", title="Bytes per rank at the largest size; the ring formula (—)",
                       margin=dict(l=60, r=20, t=70, b=50), legend_title_text="rank")
     fig.update_yaxes(title_text="bytes", row=1, col=1)
     return full_width(fig)
@@ -143,7 +144,7 @@ def time_figure(records: Records) -> go.Figure:
                             legendgroup=op, showlegend=False, hoverinfo="skip")
     fig.update_xaxes(type="log", exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-    return layout(fig, "Time per call against size: latency α + S/B fitted (dashed; shown, not asserted)",
+    return layout(fig, "Time per call: α + S/B fitted (dashed)",
                   "tensor size S (bytes, log scale)", "seconds per call (slowest rank's median)", log_y=True)
 
 
@@ -155,12 +156,14 @@ def correctness_figure(records: Records) -> go.Figure:
         sizes = [next((records.at(op, "size_bytes", s) for op in present if records.at(op, "size_bytes", s)), None)
                  for s in steps]
         z = [[max(per_rank(records, op, "max_abs_error", s), default=None) for s in steps] for op in present]
-        fig.add_heatmap(x=[f"{size / 1024:,.0f} KiB" for size in sizes], y=present, z=z, colorscale="Greens",
-                        reversescale=True, zmin=0, zmax=1, text=[[("—" if v is None else f"{v:g}") for v in row] for row in z],
+        fig.add_heatmap(x=[f"{size / 1024:,.0f} KiB" for size in sizes], y=present, z=z, zmin=0, zmax=1,
+                        colorscale=[[0, "#e5f5e0"], [1e-9, "#fcbba1"], [1, "#de2d26"]],  # exact: pale green
+                        text=[[("—" if v is None else f"{v:g}") for v in row] for row in z],
                         texttemplate="%{text}", showscale=False,
                         hovertemplate="%{y}<br>S %{x}<br>max |error| %{text}<extra></extra>")
-    return layout(fig, "Largest |result − single-process answer| over the ranks (integer-valued data: exact sums)",
-                  "tensor size S", "")
+    fig = layout(fig, "|result − single-process answer|, the largest over the ranks (integer-valued inputs: exact sums)",
+                 "tensor size S", "")
+    return full_width(fig.update_yaxes(type="category", autorange="reversed"))
 
 
 def dtensor_figure(records: Records) -> go.Figure:
@@ -217,7 +220,7 @@ def training_figure(records: Records) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=list(STRATEGIES), shared_yaxes=True)
     for col, strategy in enumerate(STRATEGIES, start=1):
         steps = sorted(int(s) for s in records.series(strategy, "units").index)
-        labels = [f"step {s} {phase}" for s in steps for phase in ("forward", "backward")]
+        labels = [f"step {s} {phase}" for s in steps for phase in ("forward", "backward + update")]
         for i, kind in enumerate(KINDS[:4]):
             counts = [count(records, strategy, f"{phase}/collectives/{kind}", s) or 0.0
                       for s in steps for phase in ("forward", "backward")]

@@ -23,7 +23,6 @@ UNIVERSE = [*OPS, "DTensor", *STRATEGIES]  # every arm a run reports, most commo
 TRAIN_STEPS = 3       # step 1 is DDP's bucket rebuild; step 2 is a steady one
 DTENSOR_SHAPE = (10, 6)
 HIDDEN = 32
-GRAIN = 840           # elements: lcm(1..8), so every world size divides every tensor
 SIZE_STEP = 4         # the sweep's sizes are ×4 apart
 CPU_WORLD_MIN = 4     # rank processes allowed on any machine; more need as many cores
 HOST_FILL = 0.5       # of the host's free memory a run may plan to use
@@ -37,9 +36,10 @@ CORES = 2
 
 
 def sizes_of(config) -> list[int]:
-    """Element counts of the sweep: `sizes` sizes ×4 apart ending at `largest_kib`, multiples of GRAIN."""
-    largest = config.largest_kib * 1024 // 4
-    counts = [max(GRAIN, round(largest / SIZE_STEP ** k / GRAIN) * GRAIN) for k in range(config.sizes)]
+    """Element counts of the sweep: `sizes` sizes ×4 apart ending at `largest_kib`, each a multiple of
+    the world size (every rank gets an equal shard), at least 1 KiB."""
+    world, largest = config.world_size, config.largest_kib * 1024 // 4
+    counts = [max(256 // world * world, round(largest / SIZE_STEP ** k / world) * world) for k in range(config.sizes)]
     return sorted(set(counts))
 
 

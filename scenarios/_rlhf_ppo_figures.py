@@ -73,7 +73,7 @@ def calibration_figure(records: Records) -> go.Figure:
                                     line=dict(width=1, color="black")), customdata=pairs,
                         hovertemplate="predicted %{x:.3f}<br>labeller %{y:.3f}<br>%{customdata:.0f} pairs<extra></extra>")
     ece = records.last(arm, "heldout/ece")
-    title = "Reward model calibration on held-out pairs" + (f" (expected calibration error {ece:.3f})" if ece is not None else "")
+    title = "Reward model calibration, held-out pairs" + (f" (ECE {ece:.3f})" if ece is not None else "")
     fig.update_xaxes(range=[0, 1])
     fig.update_yaxes(range=[0, 1])
     return layout(fig, title, "predicted P(chosen ≻ rejected) = σ(r_φ(y_w) − r_φ(y_l))",
@@ -110,7 +110,10 @@ def frontier_figure(records: Records, palette: dict[str, str], beta: float) -> g
                             hovertemplate=f"{name}<br>KL %{{x:.3g}}<br>E[r] %{{y:.3f}}<extra></extra>")
     fig.update_xaxes(type="log", exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-    return layout(fig, f"True reward against KL at β={beta:g}: PPO and DPO beside the exact optima",
+    shown = [kl for trace in fig.data if "every β" not in (trace.name or "") for kl in trace.x]
+    if shown:  # the paths and the optima, with the frontiers around them (they reach KL 10⁻⁴)
+        fig.update_xaxes(range=[math.log10(min(shown)) - 1.5, math.log10(max(shown)) + 0.3])
+    return layout(fig, f"True reward against KL (β={beta:g}), and the optima",
                   "KL(π‖π_ref) (nats, log scale)", "expected true reward E_π[r]")
 
 
@@ -129,7 +132,7 @@ def rewards_figure(records: Records, palette: dict[str, str]) -> go.Figure:
             fig.add_scatter(x=[min(steps), max(steps)], y=[value, value], mode="lines", name=name,
                             line=dict(color="gray", dash=dash), hovertemplate=f"{name} %{{y:.3f}}<extra></extra>")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-    return layout(fig, "True reward (solid) against the reward model's (dotted), step by step", "step",
+    return layout(fig, "True reward (solid) vs the reward model's (dotted)", "step",
                   "expected reward under the policy")
 
 
@@ -142,7 +145,7 @@ def diagnostics_figure(records: Records, palette: dict[str, str], clip: float) -
              row=1, col=1)
     for arm in POLICIES:
         add_line(fig, records, arm, "kl", f"{arm}: KL(π‖π_ref)", palette[arm], row=2, col=1)
-    return subplots_layout(fig, "PPO's clip fraction, and how far each policy moved from π_ref",
+    return subplots_layout(fig, "PPO's clip fraction; KL from π_ref",
                            ["per PPO update", "KL(π‖π_ref) (nats)"])
 
 
@@ -164,5 +167,5 @@ def policy_figure(records: Records, palette: dict[str, str], beta: float) -> go.
                             marker=dict(color=palette[arm], size=10, symbol="circle" if arm == "PPO" else "x"),
                             hovertemplate=f"{arm} at its last step<br>%{{x}}<br>%{{y:.3g}}<extra></extra>")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
-    return layout(fig, "Tabular: each response's probability, learned (markers) and optimal (lines)",
+    return layout(fig, "Tabular: learned (markers) and optimal (lines) policies",
                   "response, sorted by true reward r", "probability (log scale)", log_y=True)

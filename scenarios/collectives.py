@@ -15,9 +15,11 @@ not asserted).
 Then a DTensor: a tensor placed Shard(0) over the ranks (each keeps its torch.chunk of the
 rows), redistributed to Replicate() (an all-gather), back to Shard(0) (no communication) and to
 Shard(1); and the collectives one training step issues, counted by torch's CommDebugMode: DDP
-one all-reduce of its gradient bucket; FSDP2 an all-gather of each unit before its forward and
-again before its backward, and a reduce-scatter of each unit's gradients. Starting the rank
-processes dominates the run (about 4 s of CPU each).
+one all-reduce of its gradient bucket (and once, in the second step's forward, two broadcasts:
+after the first backward DDP rebuilds its buckets in the order the gradients arrived and syncs
+the new layout); FSDP2 an all-gather of each unit before its forward and again before its
+backward, and a reduce-scatter of each unit's gradients. Starting the rank processes dominates
+the run (about 4 s of CPU each).
 """
 import pandas as pd
 import plotly.graph_objects as go
@@ -112,6 +114,6 @@ class CollectivesAndDTensor(Scenario):
     # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
         records = Records(frame)
-        return {"bytes": look.bytes_figure(records), "bytes_by_rank": look.bytes_by_rank_figure(records),
-                "time": look.time_figure(records), "correctness": look.correctness_figure(records),
-                "dtensor": look.dtensor_figure(records), "training_step": look.training_figure(records)}
+        return {"bytes": look.bytes_figure(records), "time": look.time_figure(records),
+                "bytes_by_rank": look.bytes_by_rank_figure(records), "dtensor": look.dtensor_figure(records),
+                "training_step": look.training_figure(records), "correctness": look.correctness_figure(records)}
