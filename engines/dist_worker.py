@@ -1,5 +1,8 @@
 """One rank of a distributed memory measurement: `python -m engines.dist_worker`.
 
+(A job with `"kind": "collectives"` runs the collectives page's measurements instead:
+engines/collectives.py. Everything below describes the default kind, the memory measurement.)
+
 Started once per rank by `engines.distributed.launch` (gloo on CPU, NCCL on CUDA, a
 fresh port per run), or by `torchrun` on a real multi-GPU / multi-node job:
 
@@ -213,8 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if job.get("fail_rank") == rank:  # for tests: a rank that raises mid-run
             raise RuntimeError(f"injected failure on rank {rank}")
-        for strategy in job["strategies"]:
-            run_strategy(job, strategy, rank, world, device, emit, args.out)
+        if job.get("kind") == "collectives":  # the collectives page's job: engines/collectives.py
+            from engines.collectives import run_job
+            run_job(job, rank, world, emit)
+        else:
+            for strategy in job["strategies"]:
+                run_strategy(job, strategy, rank, world, device, emit, args.out)
     finally:
         dist.destroy_process_group()
         if sink is not sys.stdout:

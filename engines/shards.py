@@ -13,6 +13,7 @@ the gradient buckets' all-reduce; FSDP: an all-gather per unit in forward, again
 backward when it resharded, and a reduce-scatter of the gradients per unit).
 """
 from collections import Counter
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -66,7 +67,11 @@ def precision(output: torch.Tensor, optimizer: torch.optim.Optimizer) -> dict[st
 
 
 class Collectives:
-    """The collectives issued inside the `with` block, by kind (`collectives/all-gather`, ...)."""
+    """The collectives issued inside the `with` block, by kind (`collectives/all-gather`, ...);
+    `kinds` maps each kind to words of torch's op names (default: the DDP page's four)."""
+
+    def __init__(self, kinds: Mapping[str, tuple[str, ...]] = COLLECTIVES) -> None:
+        self.kinds = kinds
 
     def __enter__(self) -> "Collectives":
         from torch.distributed.tensor.debug import CommDebugMode
@@ -78,9 +83,9 @@ class Collectives:
         self.mode.__exit__(*exc)
 
     def metrics(self) -> dict[str, float]:
-        counts: Counter = Counter({kind: 0 for kind in COLLECTIVES})
+        counts: Counter = Counter({kind: 0 for kind in self.kinds})
         for op, count in self.mode.get_comm_counts().items():
             name = str(op).lower()
-            kind = next((k for k, words in COLLECTIVES.items() if any(w in name for w in words)), "other")
+            kind = next((k for k, words in self.kinds.items() if any(w in name for w in words)), "other")
             counts[kind] += count
         return {f"collectives/{kind}": float(count) for kind, count in counts.items()}

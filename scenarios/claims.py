@@ -10,6 +10,7 @@ at the defaults.
 
 The vocabulary's thresholds are defined here, once:
 - "at chance": within `AT_CHANCE` (relative) of the chance value;
+- "gave back" its rise: ended at least `GAVE_BACK` of (peak − first value) below the peak;
 - a stated number equals the record it names to `REL` (it was read from it).
 
 Sentences and explanations built from claims live in `scenarios.explanation`. Text
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 AT_CHANCE = 0.05  # "at chance": |value − chance| ≤ 5% of chance
 REL = 1e-9        # a stated number is the recorded one
+GAVE_BACK = 0.25  # a curve "gave back" its rise when it ended ≥ 25% of (peak − first) below its peak
 
 
 def fmt(value: float) -> str:

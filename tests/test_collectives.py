@@ -1,0 +1,156 @@
+"""Collectives and DTensor, asserted on real gloo process groups: every collective's result equals
+the single-process computation, the bytes each rank sends follow the ring formula, and DDP and FSDP
+issue the collectives their designs say per step.
+
+The fast tests read the tiny run the registry contract also uses (2 ranks, one 16 KiB size); the
+slow ones launch 3 ranks with sizes up to 1 MiB. Leftover ranks are counted among this test's own
+descendants only (tests/descendants.py).
+"""
+import pytest
+
+from engines.collectives import ring_bytes
+from scenarios import get_scenario
+from scenarios._collectives_figures import count, max_error, per_rank
+from scenarios._collectives_run import OPS, TRANSITIONS
+from scenarios.base import ConfigError, Machine
+from scenarios.records import Records
+from tests.descendants import ranks_alive, tag_environment
+from tests.tiny_runs import tiny_result
+
+SCENARIO = get_scenario("collectives")
+HEADERS = 4096  # gloo's message headers: a few hundred bytes per call, measured 96-1200
+
+
+def test_ring_formula() -> None:
+    """All-reduce 2(N−1)/N·S per rank; all-gather and reduce-scatter (N−1)/N·S; nothing for a broadcast."""
+    for world, factor in ((2, 1.0), (3, 4 / 3), (4, 1.5), (8, 1.75)):
+        assert ring_bytes("all-reduce", 1200.0, world) == pytest.approx(factor * 1200)
+        assert ring_bytes("ring all-reduce (by hand)", 1200.0, world) == pytest.approx(factor * 1200)
+        assert ring_bytes("all-gather", 1200.0, world) == pytest.approx(factor / 2 * 1200)
+        assert ring_bytes("reduce-scatter", 1200.0, world) == pytest.approx(factor / 2 * 1200)
+    assert ring_bytes("broadcast", 1200.0, 4) is None
+
+
+def check_exact(records: Records) -> None:
+    error, results = max_error(records)
+    expected = len(OPS) * len(records.series("all-reduce", "size_bytes")) * len(per_rank(records, "all-reduce", "seconds", 0))
+    assert error == 0 and results == expected, f"largest |error| {error} over {results} results (expected {expected})"
+    for step in range(len(TRANSITIONS)):
+        assert records.at("DTensor", "full_tensor_exact", step) == 1.0, TRANSITIONS[step]
+        assert all(v == 1.0 for v in per_rank(records, "DTensor", "exact", step)), TRANSITIONS[step]
+
+
+def check_ring_bytes(records: Records) -> None:
+    """Per rank, sent and received bytes are the ring formula plus headers; gloo's reduce-scatter sends
+    what its all-reduce sends (to a header: 48 bytes seen)."""
+    for op in ("all-reduce", "all-gather", "ring all-reduce (by hand)", "ring reduce-scatter (by hand)"):
+        for step in records.series(op, "size_bytes").index:
+            ring = records.at(op, "ring_bytes", step)
+            for name in ("sent_bytes", "received_bytes"):
+                for value in per_rank(records, op, name, step):
+                    assert ring <= value + 200 and value <= ring * 1.005 + HEADERS, f"{op} step {step} {name}: {value} vs ring {ring}"
+    for step in records.series("reduce-scatter", "size_bytes").index:
+        scatter, reduce = (per_rank(records, op, "sent_bytes", step) for op in ("reduce-scatter", "all-reduce"))
+        assert scatter == pytest.approx(reduce, abs=HEADERS), f"gloo reduce-scatter {scatter} vs all-reduce {reduce} bytes"
+
+
+def check_counts(records: Records, units: int) -> None:
+    """One collective of its own kind per gloo call and none for the ring by hand; per steady step DDP one
+    all-reduce in backward and nothing in forward; FSDP an all-gather per unit in forward and again in
+    backward, a reduce-scatter per unit; DTensor: Replicate() one all-gather, back to Shard(0) nothing."""
+    kinds = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
+    for op in OPS:
+        for step in records.series(op, "size_bytes").index:
+            issued = {kind: count(records, op, f"collectives/{kind}", step) for kind in kinds}
+            expected = {kind: float(kind == op) for kind in kinds}
+            assert issued == expected, f"{op} step {step}: {issued}"
+    last = records.last_step("DDP", "units")
+    ddp = {phase: {k: count(records, "DDP", f"{phase}/collectives/{k}", last) for k in kinds} for phase in ("forward", "backward")}
+    assert ddp == {"forward": dict.fromkeys(kinds, 0.0), "backward": {**dict.fromkeys(kinds, 0.0), "all-reduce": 1.0}}, ddp
+    fsdp = {name: count(records, "FSDP", name, last) for name in
+            ("forward/collectives/all-gather", "backward/collectives/all-gather", "backward/collectives/reduce-scatter",
+             "forward/collectives/all-reduce", "backward/collectives/all-reduce")}
+    assert list(fsdp.values()) == [units, units, units, 0.0, 0.0], fsdp
+    assert count(records, "DTensor", "collectives/all-gather", 1) == 1.0
+    assert sum(count(records, "DTensor", f"collectives/{k}", 2) or 0 for k in kinds) == 0
+    assert all(v == 0 for v in per_rank(records, "DTensor", "sent_bytes", 2))
+
+
+def check_same_training(records: Records) -> None:
+    """DDP and FSDP train the same seeded model on the same batches: each rank's losses agree."""
+    for step in records.series("DDP", "units").index:
+        ddp, fsdp = per_rank(records, "DDP", "loss", step), per_rank(records, "FSDP", "loss", step)
+        assert ddp == pytest.approx(fsdp, abs=1e-6), f"step {step}: DDP {ddp} vs FSDP {fsdp}"
+
+
+def test_tiny_run_is_exact_follows_the_ring_and_counts_per_design() -> None:
+    records = Records(tiny_result("collectives").frame)
+    check_exact(records)
+    check_ring_bytes(records)
+    check_counts(records, units=1.0)
+    check_same_training(records)
+
+
+@pytest.fixture(scope="module")
+def three_ranks() -> Records:
+    result = SCENARIO.run({"world_size": 3, "largest_kib": 1024, "sizes": 2, "repeats": 1, "layers": 3})
+    assert result.status == "finished", result.status
+    return Records(result.frame)
+
+
+@pytest.mark.slow
+def test_three_ranks_are_exact_follow_the_ring_and_count_per_design(three_ranks) -> None:
+    """N = 3: 4/3·S per rank for an all-reduce of S; three FSDP units: 3 + 3 all-gathers and 3 reduce-scatters."""
+    check_exact(three_ranks)
+    check_ring_bytes(three_ranks)
+    check_counts(three_ranks, units=3.0)
+    check_same_training(three_ranks)
+    rows = [three_ranks.at("DTensor", f"rank_{r}/local_rows", 0) for r in range(3)]
+    assert rows == [4.0, 4.0, 2.0], f"Shard(0) of 10 rows over 3 ranks keeps torch.chunk's 4, 4, 2: {rows}"
+
+
+def test_refusals_name_the_limit() -> None:
+    """More ranks than cores (past 4) or than half the free memory holds are refused before Run."""
+    small = Machine(cpus=2, memory_available_bytes=64 * 10**9)
+    assert SCENARIO.refusal(SCENARIO.validate({"world_size": 4}), small) is None
+    assert "at most 4 rank processes" in SCENARIO.refusal(SCENARIO.validate({"world_size": 5}), small)
+    assert SCENARIO.refusal(SCENARIO.validate({"world_size": 8}), Machine(cpus=16, memory_available_bytes=64 * 10**9)) is None
+    tight = Machine(cpus=2, memory_available_bytes=10**9)
+    assert "GB" in SCENARIO.refusal(SCENARIO.validate({"world_size": 4, "largest_kib": 16384}), tight)
+    estimate = SCENARIO.estimate(SCENARIO.validate({}))
+    assert 2 < estimate.seconds < 60 and estimate.bytes > 0, estimate
+
+
+def test_a_refused_config_raises_before_any_rank_starts(monkeypatch) -> None:
+    tag = tag_environment(monkeypatch)
+    monkeypatch.setenv("EXPLORER_MEMORY_LIMIT_BYTES", str(10**8))
+    with pytest.raises(ConfigError, match="GB"):
+        SCENARIO.run({"world_size": 2})
+    assert ranks_alive(tag) == []
+
+
+class StopAtSecondNote:
+    """Presses Stop at the second note: the rank processes have been started by then."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def add(self, rows) -> None: ...
+    def event(self, event) -> None: ...
+    def progress(self, fraction) -> None: ...
+
+    def note(self, text: str) -> None:
+        self.heard.append(text)
+
+    def stop_requested(self) -> bool:
+        return len(self.heard) > 1
+
+
+@pytest.mark.slow
+def test_stop_while_the_ranks_start_reaps_them_all(monkeypatch) -> None:
+    tag = tag_environment(monkeypatch)
+    sink = StopAtSecondNote()
+    result = SCENARIO.run(SCENARIO.tiny, sink)
+    assert sink.heard[0] == "starting 2 rank processes", sink.heard
+    assert result.status == "stopped" and result.frame.empty
+    assert ranks_alive(tag) == [], "a rank outlived Stop"
