@@ -68,6 +68,13 @@ def gradient_claims(records: Records, arm: str, depth: int) -> list[Computed]:
 STEP_S, DEPTH_S, WORK_S, PROBE_S = 1.25e-3, 1.6e-5, 2.27e-8, 4.46e-4
 
 
-def arm_seconds(depth: int, width: int, steps: int, log_every: int) -> float:
-    logs = -(-steps // log_every)
+def arm_seconds(depth: int, width: int, steps: int) -> float:
+    logs = -(-steps // max(1, -(-steps // 100)))  # the arm logs every ceil(steps / 100) steps
     return steps * (STEP_S + DEPTH_S * depth + WORK_S * depth * width ** 2) + logs * PROBE_S * depth
+
+
+# The chain rule through L layers, and the linear-regime factor per layer.
+FORMULA = (r"\begin{aligned}\frac{\partial L}{\partial h_{1}} &= \Big(\prod_{l=2}^{L} W_l^{\top}\,"
+           r"\mathrm{diag}\,f'(z_l)\Big)\frac{\partial L}{\partial h_{L}}\\"
+           r"\text{factor per layer} &\approx f'(0)\sqrt{n\,\mathrm{Var}(W)}"
+           r" = \tfrac14\sqrt{\tfrac13}\approx 0.144\quad\text{(sigmoid, PyTorch default init)}\end{aligned}")

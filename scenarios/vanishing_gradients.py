@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios._vanishing_figures import arm_seconds, first_over_last, gradient_claims, heatmap_figure, per_layer_factor
+from scenarios._vanishing_figures import FORMULA, arm_seconds, first_over_last, gradient_claims, heatmap_figure, per_layer_factor
 from scenarios.base import Arm, Estimate, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.plotting import arm_colors, curves_figure, profile_figure
@@ -106,10 +106,7 @@ class VanishingGradients(Scenario):
         "Loss function": shown_by("loss", "loss", how="cross-entropy against chance, ln 2"),
         "SGD": shown_by("loss", "loss", "lr", how="plain SGD steps: the raw gradient sizes move the weights"),
     }
-    formula = (r"\begin{aligned}\frac{\partial L}{\partial h_{1}} &= \Big(\prod_{l=2}^{L} W_l^{\top}\,"
-               r"\mathrm{diag}\,f'(z_l)\Big)\frac{\partial L}{\partial h_{L}}\\"
-               r"\text{factor per layer} &\approx f'(0)\sqrt{n\,\mathrm{Var}(W)}"
-               r" = \tfrac14\sqrt{\tfrac13}\approx 0.144\quad\text{(sigmoid, PyTorch default init)}\end{aligned}")
+    formula = FORMULA
     Config = Config
     tiny = {"depth": 4, "width": 16, "steps": 12}
     presets = {
@@ -125,8 +122,7 @@ class VanishingGradients(Scenario):
         return together(*(Arm(name, train_arm(arm, log_every), steps) for name, arm in arms_of(config).items()))
 
     def estimate(self, config: Config) -> Estimate:
-        return Estimate(len(arms_of(config)) * arm_seconds(config.depth, config.width, config.steps,
-                                                           math.ceil(config.steps / 100)))
+        return Estimate(len(arms_of(config)) * arm_seconds(config.depth, config.width, config.steps))
 
     def arm_universe(self) -> list[str]:
         default = Config()
@@ -137,7 +133,6 @@ class VanishingGradients(Scenario):
         labels = list(dict.fromkeys(first + every))
         return labels + [label + " (contrast)" for label in labels]
 
-    # --- what the run showed ----------------------------------------------------------
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
         records = Records(frame)
         names = list(arms_of(config))
@@ -166,7 +161,6 @@ class VanishingGradients(Scenario):
                    if (claims := gradient_claims(records, arm, config.depth))]
         return Explanation(takeaway, tuple(details))
 
-    # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
         records = Records(frame)
         arms = records.arms() or list(arms_of(config))
