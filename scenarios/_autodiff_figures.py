@@ -43,7 +43,7 @@ def module_figure(records: Records) -> go.Figure:
         fig.add_bar(y=names, x=[fact(records, n, "numel") for n in names], orientation="h", name=kind, text=text,
                     textposition="auto", marker_color=category_color(6 if buffers else 0),
                     hovertemplate="%{y}: %{text}, %{x} numbers<extra></extra>")
-    fig = layout(fig, "TinyNet's parameters and buffers", "numel", "")
+    fig = layout(fig, "TinyNet's parameters and buffers", "numel", "tensor")
     fig.update_yaxes(type="category", autorange="reversed")  # layout() types y as linear
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), legend_title_text="")
     return fig

@@ -125,6 +125,7 @@ def bytes_by_rank_figure(records: Records) -> go.Figure:
     fig.update_layout(barmode="group", title="Bytes per rank at the largest size; the ring formula (—)",
                       margin=dict(l=60, r=20, t=70, b=50), legend_title_text="rank")
     fig.update_yaxes(title_text="bytes", row=1, col=1)
+    fig.update_xaxes(title_text="collective")
     return full_width(fig)
 
 
@@ -162,7 +163,7 @@ def correctness_figure(records: Records) -> go.Figure:
                         texttemplate="%{text}", showscale=False,
                         hovertemplate="%{y}<br>S %{x}<br>max |error| %{text}<extra></extra>")
     fig = layout(fig, "|result − single-process answer|, the largest over the ranks (integer-valued inputs: exact sums)",
-                 "tensor size S", "")
+                 "tensor size S", "collective")
     return full_width(fig.update_yaxes(type="category", autorange="reversed"))
 
 
@@ -179,6 +180,8 @@ def dtensor_figure(records: Records) -> go.Figure:
                         zmax=max(0, len(ranks(records, "DTensor")) - 1), showscale=False, xgap=1, ygap=1, row=1, col=index + 1,
                         hovertemplate="row %{y}, column %{x}<br>held by rank %{z} (−1: every rank)<extra></extra>")
         fig.update_yaxes(autorange="reversed", row=1, col=index + 1)
+    fig.update_xaxes(title_text="column")
+    fig.update_yaxes(title_text="row", row=1, col=1)
     fig.update_layout(title="A DTensor's placement: which rank holds each element (grey: every rank)",
                       margin=dict(l=40, r=20, t=90, b=40))
     return full_width(fig)
@@ -230,4 +233,5 @@ def training_figure(records: Records) -> go.Figure:
     fig.update_layout(barmode="group", title="Collectives per training step (rank 0, CommDebugMode): DDP and FSDP",
                       margin=dict(l=60, r=20, t=70, b=50), legend_title_text="collective")
     fig.update_yaxes(title_text="collectives issued", row=1, col=1)
+    fig.update_xaxes(title_text="training step and phase")
     return full_width(fig)

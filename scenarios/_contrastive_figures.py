@@ -60,6 +60,8 @@ def embeddings_figure(records: Records, arms: list[str], classes: int) -> go.Fig
                             hovertemplate=f"{arm}<br>class {c}<br>PC1 %{{x:.2f}}, PC2 %{{y:.2f}}<extra></extra>")
     fig.update_layout(title="PCA of held-out embeddings (unit vectors; raw: the observations), coloured by latent class",
                       height=380, margin=dict(l=50, r=20, t=80, b=40), legend_title_text="latent class")
+    fig.update_xaxes(title_text="PC1")
+    fig.update_yaxes(title_text="PC2", row=1, col=1)
     return full_width(fig)
 
 
@@ -81,7 +83,7 @@ def hardest_figure(curves: go.Figure, batch: int) -> go.Figure:
     if steps:
         floor = 1 / (batch - 1)
         curves.add_scatter(x=[min(steps), max(steps)], y=[floor, floor], mode="lines", name=f"1/(N − 1) = {floor:.4f}",
-                           line=dict(color="gray", dash="dot"), hovertemplate="every negative alike<extra></extra>")
+                           line=dict(color="gray", dash="dot"), hovertemplate="every negative alike: 1/(N − 1) = %{y:.4f}<extra></extra>")
     return curves
 
 

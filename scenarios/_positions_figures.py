@@ -102,7 +102,7 @@ def permutation_figure(records: Records, colors: dict[str, str], arms: list[str]
             continue
         fig.add_bar(x=[arm], y=[value], name=arm, marker_color=colors.get(arm), text=[fmt(value)], textposition="outside",
                     hovertemplate=f"{arm} (step {step})<br>max |f(Px) − P f(x)| %{{y:.3g}}<extra></extra>")
-    layout(fig, "Permutation test: max |f(Px) − P f(x)|", "", "largest change over the logits")
+    layout(fig, "Permutation test: max |f(Px) − P f(x)|", "position encoding", "largest change over the logits")
     fig.update_traces(cliponaxis=False)
     return fig.update_layout(showlegend=False, margin=dict(t=70))
 

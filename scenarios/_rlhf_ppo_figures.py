@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import arm_colors, category_color, layout
+from scenarios.plotting import arm_colors, category_color, layout, spans_decades
 from scenarios.records import Records
 
 LOG2 = math.log(2)  # the Bradley–Terry loss of a reward model that scores every response alike
@@ -33,7 +33,9 @@ def add_line(fig: go.Figure, records: Records, arm: str, metric: str, name: str,
 
 def subplots_layout(fig: go.Figure, title: str, y_titles: list[str]) -> go.Figure:
     for row, y_title in enumerate(y_titles, start=1):
-        fig.update_yaxes(title_text=y_title, row=row, col=1)
+        ref = "y" if row == 1 else f"y{row}"
+        shown = [v for t in fig.data if (t.yaxis or "y") == ref and t.y is not None for v in t.y]
+        fig.update_yaxes(title_text=y_title, type="log" if spans_decades(shown) else None, row=row, col=1)
     fig.update_xaxes(title_text="step", row=len(y_titles), col=1)
     fig.update_layout(title=title, margin=dict(l=60, r=20, t=50, b=50), legend_title_text="curve", hovermode="closest")
     return fig

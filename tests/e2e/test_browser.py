@@ -76,7 +76,7 @@ def test_memory_timeline_spans_the_page(page, app_url):
     wait_progress(page, r"^(Finished|Served from the run store)", 180)
     timeline = page.locator(PLOT).filter(has_text="block by block through step 1")
     timeline.first.wait_for(timeout=30_000)
-    half = page.locator(PLOT).filter(has_text="Loss: the same for every strategy").first.bounding_box()
+    half = page.locator(PLOT).filter(has_text="Loss of every strategy").first.bounding_box()
     full = timeline.first.bounding_box()
     assert full["width"] > 1.7 * half["width"], f"timeline {full['width']:.0f}px vs a grid plot {half['width']:.0f}px"
     for arm in ("ddp · N=2", "fsdp-zero3 · N=2", "fsdp-zero2 · N=2"):
