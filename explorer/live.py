@@ -18,6 +18,7 @@ import streamlit as st
 
 from explorer.chart import draw, payload
 from explorer.compare import Overlay
+from explorer.plaintext import plain
 from explorer.runs import RunHandle, Snapshot
 from explorer.seeds import SeedGroup
 from explorer.view import build_view
@@ -67,15 +68,15 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
     snap = handle.snapshot(with_frame=not handle.running)  # the frame only for the final line
     st.progress(snap.progress, text=waiting or status_line(snap, handle))
     if snap.error and snap.status == "refused":
-        st.error(snap.error)
+        st.error(plain(snap.error))
     elif snap.error:
-        st.error(f"The run failed: {snap.error}")
+        st.error(plain(f"The run failed: {snap.error}"))
         if handle.traceback:
             with st.expander("Traceback"):
                 st.code(handle.traceback)
     for event in snap.events:
         if event["kind"] == "diverged":
-            st.warning(f"{event['arm']}: {event['message']}")
+            st.warning(plain(f"{event['arm']}: {event['message']}"))
     if not snap.running and st.session_state.get(key + ":was_running"):
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state

@@ -19,6 +19,7 @@ from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
 from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
+from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
 from explorer.session import run_store, start_or_load, stored_handle, worker_pool
@@ -41,7 +42,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         repeat, band = seed_controls(scenario)
         config, problem = checked(scenario, values, machine)
         if problem:
-            st.error(problem)
+            st.error(plain(problem))
         preload()
     if config is not None:
         url.mirror(scenario, config)
@@ -92,6 +93,10 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     with st.expander("The mechanism", expanded=handle is None):
         st.latex(scenario.formula)
         st.markdown(_doc(scenario))
+    code = scenario.snippet(config) if config is not None else None
+    if code:
+        with st.expander("The code: what these settings are in the library"):
+            st.code(code, language="python")
     st.caption("Glossary: " + " · ".join(scenario.terms))
     if glossary_page is not None:
         st.page_link(glossary_page, label="What these terms mean →")
