@@ -21,7 +21,6 @@ def axis_names(figure, kind: str) -> set[str]:
     return {kind + ref[1:] for ref in refs}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_no_template_is_forced_so_the_streamlit_theme_applies(scenario) -> None:
     default = go.Figure().layout.template  # whatever plotly's default is; st.plotly_chart themes over it
@@ -29,7 +28,6 @@ def test_no_template_is_forced_so_the_streamlit_theme_applies(scenario) -> None:
         assert figure.layout.template == default, f"{scenario.id}/{name} sets its own plotly template"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_every_axis_with_data_has_a_title(scenario) -> None:
     for name, figure in figures_of(scenario).items():
@@ -48,7 +46,6 @@ def _titled_sibling(figure, kind: str) -> bool:
     return any(getattr(figure.layout[key].title, "text", None) for key in figure.layout if key.startswith(kind))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_an_arm_has_one_color_across_the_figures(scenario) -> None:
     arms = sorted({str(a) for a in tiny_frame(scenario.id)["arm"].unique()}, key=len, reverse=True)
@@ -65,7 +62,6 @@ def test_an_arm_has_one_color_across_the_figures(scenario) -> None:
         assert len(set(colors.values())) == 1, f"{scenario.id}: arm {arm!r} has several colors {colors}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_quantities_spanning_decades_are_on_log_axes(scenario) -> None:
     for name, figure in figures_of(scenario).items():
@@ -79,7 +75,6 @@ def test_quantities_spanning_decades_are_on_log_axes(scenario) -> None:
                 assert figure.layout[axis].type == "log", f"{scenario.id}/{name}: {axis} spans >10^{DECADES_FOR_LOG}, linear"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_hovering_a_line_names_its_trace_and_values(scenario) -> None:
     for name, figure in figures_of(scenario).items():

@@ -12,7 +12,7 @@ import pytest
 from browser_helpers import (PLOT, SIDEBAR, button, displayed_value, open_scenario, press_on_slider, progress_text,
                              wait_idle, wait_progress)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 
 SCENARIO_PATH = "/vanishing-gradients"
 RUN_TIMEOUT_S = 60

@@ -6,7 +6,7 @@ import pytest
 from browser_helpers import PLOT, button, open_scenario, wait_progress
 from scenarios import all_scenarios
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 RUN_TIMEOUT_S = 180  # defaults take seconds on 2 cores; CI machines are slower and shared
 
 

@@ -12,7 +12,7 @@ import pytest
 from browser_helpers import MAIN, PLOT, SIDEBAR, button, press_on_slider, slider_value, wait_idle, wait_progress
 from scenarios import get_scenario
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 
 SCENARIO = get_scenario("vanishing-gradients")
 RUN_TIMEOUT_S = 90

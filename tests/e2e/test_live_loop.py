@@ -13,7 +13,7 @@ from browser_helpers import PLOT, SIDEBAR, button, open_scenario, press_on_slide
 from conftest import ROOT, _free_port, _healthy
 from explorer.processes import descendants
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 SCENARIO_PATH = "/vanishing-gradients"
 RUN_TIMEOUT_S = 90
 
