@@ -34,7 +34,8 @@ def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -
     links = st.container(horizontal=True)
     links.page_link(pages["runs"], label="Stored runs: open, compare, delete", icon=":material/history:")
     links.page_link(pages["glossary"], label="Glossary: every term and where to see it", icon=":material/menu_book:")
-    missing = [s for s in scenarios if sources[s.id] is None]
+    reading_order = [s for members in by_topic(scenarios).values() for s in members]
+    missing = [s for s in reading_order if sources[s.id] is None]  # their pictures are made in this order
     if missing:
         st.fragment(run_every=WAIT_TICK_S if any(not runs.gave_up(s) for s in missing) else None)(
             picture_progress)(missing, len(scenarios))
