@@ -1,4 +1,5 @@
-"""Training Dynamics Explorer — `streamlit run app.py`. Pages come from the scenario registry.
+"""Training Dynamics Explorer — `streamlit run app.py`. Pages come from the scenario registry,
+grouped by topic along the top, so the sidebar is left to a page's settings.
 
 `app` is the server (Streamlit's `st.App`, found by `streamlit run`): it refuses requests whose
 Host is not a local name (explorer/hosts.py). Each page view runs this file as `__main__`.
@@ -13,5 +14,5 @@ app = st.App(__file__, middleware=local_hosts_only())
 
 if __name__ == "__main__":
     st.set_page_config(page_title="Training Dynamics Explorer", layout="wide")
-    st.navigation(build_navigation()).run()
+    st.navigation(build_navigation(), position="top").run()
     st.caption(f"Training Dynamics Explorer {__version__}")

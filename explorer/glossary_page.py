@@ -2,13 +2,18 @@
 
 Coverage is counted from the scenarios' declared evidence (a figure plus the metrics a real
 run records), over the course glossary's 66 terms and, apart, the further terms.
+
+A term's entry has an address: the page opened with `?term=<name>` (what `term_links` link
+to, from the home's cards and under a scenario's figures) shows that entry first, framed.
 """
 import functools
+from collections.abc import Iterable
 
 import pandas as pd
 import streamlit as st
 
-from explorer.glossary import SECTIONS, TERMS, coverage, scenarios_by_term
+from explorer.glossary import BY_NAME, SECTIONS, TERMS, Term, coverage, scenarios_by_term
+from explorer.plaintext import plain
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
 
@@ -23,6 +28,7 @@ def render_glossary(scenario_pages: dict[str, st.Page]) -> None:
                 f"(and {extra_shown} of the {extra_total} further terms). A term counts only where a scenario "
                 "records the metrics and draws the figure that show it; each links to that figure's page.")
     st.progress(shown / total if total else 0.0)
+    focused_entry(by_term, scenario_pages)
     left, right = st.columns([3, 2], vertical_alignment="bottom")
     needle = left.text_input("Find a term", key="glossary:find", placeholder="e.g. warmup, LoRA, all-reduce")
     only_live = right.toggle("Only terms with a live experiment", key="glossary:live")
@@ -37,16 +43,44 @@ def render_glossary(scenario_pages: dict[str, st.Page]) -> None:
         st.subheader(section)
         st.caption(f"{live} of {len(terms)} with a live experiment")
         for term in terms:
-            name_col, link_col = st.columns([3, 2], vertical_alignment="center")
-            name_col.markdown(f"**{term.name}** — {term.definition}")
-            with link_col:
-                if not by_term[term.name]:
-                    st.caption("No live experiment yet")
-                for scenario in by_term[term.name]:
-                    evidence = scenario.terms[term.name]
-                    st.page_link(scenario_pages[scenario.id], label=scenario.title, icon=":material/science:")
-                    title = figure_title(scenario.id, evidence.figure)
-                    st.caption((f"figure “{title}”" if title else "") + (f" — {evidence.how}" if evidence.how else ""))
+            entry(term, by_term, scenario_pages)
+
+
+TERM_PARAM = "term"  # the query parameter that opens the Glossary on one entry
+
+
+def term_links(terms: Iterable[str], glossary_page: st.Page) -> None:
+    """Each term as a link to its entry on the Glossary page, in one wrapping row."""
+    row = st.container(horizontal=True, gap="xxsmall")
+    for name in terms:
+        row.page_link(glossary_page, label=name, query_params={TERM_PARAM: name},
+                      help=BY_NAME[name].definition if name in BY_NAME else None)
+
+
+def focused_entry(by_term: dict[str, list], scenario_pages: dict[str, st.Page]) -> None:
+    """The entry the URL names (`?term=`), framed above the list."""
+    wanted = st.query_params.get(TERM_PARAM)
+    if not wanted:
+        return
+    if wanted not in BY_NAME:
+        st.warning(plain(f"The link names a term the glossary does not have: {wanted}"))
+        return
+    with st.container(border=True, key="glossary-focus"):
+        entry(BY_NAME[wanted], by_term, scenario_pages)
+
+
+def entry(term: Term, by_term: dict[str, list], scenario_pages: dict[str, st.Page]) -> None:
+    """One term: its definition, and each page whose figure shows it."""
+    name_col, link_col = st.columns([3, 2], vertical_alignment="center")
+    name_col.markdown(f"**{term.name}** — {term.definition}")
+    with link_col:
+        if not by_term[term.name]:
+            st.caption("No live experiment yet")
+        for scenario in by_term[term.name]:
+            evidence = scenario.terms[term.name]
+            st.page_link(scenario_pages[scenario.id], label=scenario.title, icon=":material/science:")
+            title = figure_title(scenario.id, evidence.figure)
+            st.caption((f"figure “{title}”" if title else "") + (f" — {evidence.how}" if evidence.how else ""))
 
 
 @functools.cache

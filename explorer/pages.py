@@ -2,12 +2,17 @@
 
 Every scenario page is the same generated page (`explorer.scenario_page`), so a new
 scenario module gets its page, URL, presets, overlays, seeds and exports without UI code.
+The scenario pages are grouped by topic (explorer/topics.py), one section each, in the
+home gallery's order; app.py shows the sections along the top, so the sidebar holds only
+a page's settings.
 """
 import streamlit as st
 
 from explorer.glossary_page import render_glossary
+from explorer.home import render_home
 from explorer.runs_page import render_runs
 from explorer.scenario_page import render_scenario
+from explorer.topics import by_topic
 from explorer.url import mark_page
 from scenarios import all_scenarios
 from scenarios.base import Scenario
@@ -16,7 +21,8 @@ __all__ = ["build_navigation", "render_home", "render_scenario"]
 
 
 def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
-    """Sections of `st.navigation`: the explorer's own pages, then the scenarios in gallery order.
+    """Sections of `st.navigation`: the explorer's own pages (section "", shown first and
+    ungrouped along the top), then one section per topic with its scenarios in gallery order.
 
     `default` names the page a bare URL opens ("home", "runs" or "glossary")."""
     pages: dict[str, st.Page] = {}
@@ -38,7 +44,8 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
         pages[name] = st.Page(function, title=title, icon=f":material/{icon}:", url_path=name, default=name == default)
     scenario_pages = {s.id: st.Page(_page_function(s, pages["glossary"]), title=s.title, url_path=s.id)
                       for s in all_scenarios()}
-    return {"Explorer": list(pages.values()), "Scenarios": list(scenario_pages.values())}
+    return {"": list(pages.values()),
+            **{topic: [scenario_pages[s.id] for s in members] for topic, members in by_topic(all_scenarios()).items()}}
 
 
 def _page_function(scenario: Scenario, glossary_page: st.Page):
@@ -47,18 +54,3 @@ def _page_function(scenario: Scenario, glossary_page: st.Page):
     page.__name__ = "page_" + scenario.id.replace("-", "_")
     return page
 
-
-def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -> None:
-    st.title("Training Dynamics Explorer")
-    st.markdown("Pick a question, move a slider, and watch real PyTorch training answer it as it runs: "
-                "loss curves, per-layer gradients and more, measured live from the run, never drawn from a formula.")
-    links = st.container(horizontal=True)
-    links.page_link(pages["runs"], label="Stored runs: open, compare, delete", icon=":material/history:")
-    links.page_link(pages["glossary"], label="Glossary: every term and where to see it", icon=":material/menu_book:")
-    columns = st.columns(2)
-    for i, scenario in enumerate(all_scenarios()):
-        with columns[i % 2].container(border=True):
-            st.subheader(scenario.title)
-            st.markdown(f"_{scenario.question}_")
-            st.caption("Glossary: " + " · ".join(scenario.terms))
-            st.page_link(scenario_pages[scenario.id], label=f"Open {scenario.title} →")

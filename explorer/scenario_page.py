@@ -18,6 +18,7 @@ from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
+from explorer.glossary_page import term_links
 from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
@@ -36,8 +37,9 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     st.markdown(f"_{scenario.question}_")
     pool = worker_pool()
     machine = pool.machine()
-    with st.sidebar:
-        st.header("Settings")
+    # The sidebar holds only the settings (the navigation is along the top), packed close so a
+    # 16-field page shows ten of them on a 800-px-high window.
+    with st.sidebar.container(gap="xsmall", key="settings"):
         values = config_controls(scenario)
         repeat, band = seed_controls(scenario)
         config, problem = checked(scenario, values, machine)
@@ -97,9 +99,11 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     if code:
         with st.expander("The code: what these settings are in the library"):
             st.code(code, language="python")
-    st.caption("Glossary: " + " · ".join(scenario.terms))
-    if glossary_page is not None:
-        st.page_link(glossary_page, label="What these terms mean →")
+    if glossary_page is None:
+        st.caption("Glossary: " + " · ".join(scenario.terms))
+        return
+    st.caption("Glossary — each term opens its entry:")
+    term_links(scenario.terms, glossary_page)
 
 
 def status_fragment(scenario: Scenario, pending: Pending | None, no_machine: bool) -> None:

@@ -60,6 +60,7 @@ class Autodiff(Scenario):
     id = "autodiff"
     title = "Autodiff, tensors and modules"
     order = 5
+    picture = "graph"
     topic = "Core mechanics"
     question = "How does PyTorch turn one forward pass into every gradient, and what does a pretrained network carry to a new task?"
     terms = {

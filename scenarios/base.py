@@ -89,6 +89,7 @@ class Scenario:
     tiny: ClassVar[dict[str, Any]] = {}      # overrides for a run of a second or less (tests, smoke checks)
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
+    picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
 
     # --- to implement -------------------------------------------------------------
     def phases(self, config: ScenarioConfig) -> list[list[Arm]]:

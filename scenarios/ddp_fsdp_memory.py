@@ -96,6 +96,7 @@ class DdpFsdpMemory(Scenario):
                r"\quad (K=12;\ \text{fp32 Adam: }4+4+8)\end{aligned}")
     Config = Config
     order = 80
+    picture = "memory_by_category"
     # One rank: a tiny run must repeat exactly, and with two ranks a tracked byte count beside a
     # collective can differ by one buffer between identical runs (gloo frees it on its own thread).
     tiny = {"device": "cpu", "world_size": 1, "sweep_world_size": False, "layers": 1, "hidden": 16, "batch": 2,

@@ -64,8 +64,16 @@ def charts(at: AppTest) -> dict[str, dict]:
 def test_home_lists_every_scenario_with_a_link() -> None:
     at = AppTest.from_file("../app.py", default_timeout=60).run()
     assert not at.exception
-    assert "Vanishing gradients" in [h.value for h in at.subheader]
+    from scenarios import all_scenarios
+    titles = [link.proto.label for link in at.get("page_link")]
+    assert all(f"**{s.title}**" in titles for s in all_scenarios()), "each card's title links to its page"
     assert any("Why do deep sigmoid networks" in m.value for m in at.markdown)
+    from explorer.pictures import picture_runs
+    from explorer.session import run_store
+    for scenario in all_scenarios():  # the picture run an empty store starts: not this test's business
+        handle = picture_runs(str(run_store().path)).run_of(scenario)
+        if handle is not None:
+            handle.stop(keep=False)
 
 
 def test_controls_come_from_the_config() -> None:

@@ -71,9 +71,25 @@ def test_glossary_page_shows_coverage_links_and_uncovered_terms() -> None:
     assert any(re.search(rf"{shown} of {total} terms of the course glossary have a live experiment", m.value)
                for m in at.markdown)
     assert [h.value for h in at.subheader] == list(SECTIONS)
-    assert any("No live experiment yet" in c.value for c in at.caption), "uncovered terms are listed as such"
+    uncovered = [t.name for t in TERMS if not scenarios_by_term(all_scenarios())[t.name]]
+    assert any("No live experiment yet" in c.value for c in at.caption) == bool(uncovered), \
+        f"uncovered terms are listed as such: {uncovered}"
     links = [el for el in at.get("page_link")]
     assert any(el.proto.label == "Vanishing gradients" for el in links)
 
     at.text_input(key="glossary:find").set_value("lora").run()
     assert [h.value for h in at.subheader] == ["Fine-Tuning & Compression"]
+
+
+def test_a_term_link_opens_the_glossary_on_its_entry() -> None:
+    """`?term=Dropout` (the cards' and the scenario pages' term links) frames that entry first."""
+    at = AppTest.from_function(glossary_app, default_timeout=60)
+    at.query_params["term"] = "Dropout"
+    at.run()
+    assert not at.exception
+    entries = [m.value for m in at.markdown if re.match(r"\*\*[^*]+\*\* — ", m.value)]
+    assert entries[0].startswith("**Dropout** — ") and entries[1].startswith("**Tensor** — "), entries[:2]
+    at = AppTest.from_function(glossary_app, default_timeout=60)
+    at.query_params["term"] = "[no such](https://example.com)"
+    at.run()
+    assert [w.value for w in at.warning] and "no such" in at.warning[0].value and "](" not in at.warning[0].value

@@ -1,0 +1,69 @@
+"""End-to-end at a laptop's 1280×800: the navigation along the top leaves the sidebar to the
+settings, a scenario page's header fits above the fold, and the home's cards line up."""
+import re
+
+import pytest
+
+from browser_helpers import MAIN, SIDEBAR, button, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+VIEWPORT = {"width": 1280, "height": 800}
+PICTURE_WAIT_MS = 120_000  # the first picture run waits for a warm worker
+
+
+@pytest.fixture
+def laptop(browser):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def in_view(box: dict | None) -> bool:
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"]
+
+
+def test_ddp_page_shows_ten_settings_and_its_header_without_scrolling(laptop, app_url):
+    laptop.goto(app_url + "/ddp-fsdp-memory")
+    laptop.get_by_role("heading", name="DDP vs FSDP memory").first.wait_for()
+    laptop.locator(f'{SIDEBAR} [data-testid="stSlider"]').first.wait_for()
+    wait_idle(laptop)
+    assert laptop.locator('[data-testid="stSidebarNav"]').count() == 0, "no navigation in the sidebar"
+    assert laptop.locator('[data-testid="stTopNav"]').count() == 1, "the navigation is along the top"
+
+    settings = laptop.locator(f'{SIDEBAR} [data-testid="stElementContainer"]').filter(
+        has=laptop.locator('[data-testid="stWidgetLabel"]'))
+    boxes = [settings.nth(i).bounding_box() for i in range(settings.count())]
+    visible = sum(in_view(box) for box in boxes)
+    assert settings.count() >= 16 and visible >= 10, f"{visible} of {settings.count()} settings in view"
+
+    header = {"question": laptop.locator(MAIN).get_by_text("How much memory does each rank need", exact=False),
+              "Run": button(laptop, "Run"), "Stop": button(laptop, "Stop")}
+    header.update({name: button(laptop, name) for name in ("two ranks, three strategies", "memory vs world size 1-4")})
+    outside = [name for name, locator in header.items() if not in_view(locator.first.bounding_box())]
+    assert not outside, f"below the fold at 1280×800: {outside}"
+
+
+def test_home_cards_line_up_and_a_term_opens_its_glossary_entry(laptop, app_url):
+    laptop.goto(app_url)
+    laptop.get_by_role("heading", name="Training Dynamics Explorer").wait_for()
+    wait_idle(laptop)
+    assert laptop.locator('[data-testid="stSidebarNav"]').count() == 0
+    start = laptop.locator(".st-key-start-here")
+    assert in_view(start.bounding_box()), "the start-here line is in view"
+    assert start.get_by_role("link", name="Autodiff, tensors and modules").count() == 1
+
+    cards = laptop.locator('[class*="st-key-card-"]')
+    heights = {round(cards.nth(i).bounding_box()["height"]) for i in range(cards.count())}
+    assert cards.count() >= 19 and len(heights) == 1, f"card heights {heights}"
+    first = laptop.locator(".st-key-card-autodiff")
+    first.locator(".js-plotly-plot").wait_for(timeout=PICTURE_WAIT_MS)  # its tiny run was trained and stored
+    assert re.search(r"picture: run [0-9a-f]{12}, tiny settings", first.inner_text())
+
+    first.get_by_role("link", name="Backpropagation", exact=True).click()
+    laptop.wait_for_url(re.compile(r"/glossary\?term=Backpropagation$"))
+    framed = laptop.locator(".st-key-glossary-focus")
+    framed.wait_for()
+    assert framed.inner_text().startswith("Backpropagation — ")

@@ -1,0 +1,159 @@
+"""The home and the navigation: every scenario under its topic, each card's picture from a real stored run."""
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer.bench_times import DEFAULT_RUN_S, run_time, seconds_label
+from explorer.pictures import PictureRuns, key_figure, picture_source
+from explorer.pool import WorkerPool
+from explorer.serving import save_result
+from explorer.store import COMPLETE, RunStore
+from explorer.topics import TOPICS, by_topic, first_scenario
+from scenarios import all_scenarios, get_scenario
+from tests.tiny_runs import tiny_result
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = all_scenarios()
+
+
+def home_app() -> None:
+    import streamlit as st
+    from explorer.pages import build_navigation
+    sections = build_navigation()
+    st.session_state["sections"] = {name: [page.title for page in pages] for name, pages in sections.items()}
+    st.navigation(sections, position="top").run()
+
+
+def walk(node):
+    """Every node of the page, in the order it is drawn."""
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from walk(child)
+
+
+def cards(at: AppTest) -> dict[str, dict]:
+    """scenario id -> its card: the topic heading above it, its picture's figure (or None), its captions."""
+    found, topic, current = {}, None, None
+    for node in walk(at.main):
+        kind = getattr(node, "type", None)
+        if kind == "subheader":
+            topic = node.value
+        block_id = getattr(getattr(node, "proto", None), "id", "") if kind == "flex_container" else ""
+        if "-card-" in block_id:
+            current = found.setdefault(block_id.split("-card-", 1)[1], {"topic": topic, "figure": None, "captions": []})
+        elif current is not None and kind == "plotly_chart":
+            current["figure"] = json.loads(node.proto.spec)
+        elif current is not None and kind == "caption":
+            current["captions"].append(node.value)
+    return found
+
+
+def test_the_navigation_has_a_section_per_topic_with_every_scenario() -> None:
+    at = AppTest.from_function(home_app, default_timeout=60).run()
+    assert not at.exception
+    sections = at.session_state["sections"]
+    assert sections[""] == ["Home", "Runs", "Glossary"], "the explorer's own pages come first, ungrouped"
+    topics = [name for name in sections if name]
+    assert topics == [t for t in TOPICS if any(s.topic == t for s in SCENARIOS)], topics
+    for scenario in SCENARIOS:
+        holding = [name for name, titles in sections.items() if scenario.title in titles]
+        assert holding == [scenario.topic], f"{scenario.id} is under {holding}, not {scenario.topic!r}"
+
+
+@pytest.mark.slow
+def test_every_card_sits_under_its_topic_with_a_picture_from_its_stored_run() -> None:
+    """With a stored run of each scenario, the home draws every card's key figure from it at once."""
+    store = RunStore()
+    for scenario in SCENARIOS:
+        result = tiny_result(scenario.id)
+        save_result(store, scenario, scenario.validate(scenario.tiny), result.status, result.frame, result.summary,
+                    [], result.duration_s)
+    at = AppTest.from_function(home_app, default_timeout=120).run()
+    assert not at.exception
+    found = cards(at)
+    reading_order = [s.id for members in by_topic(SCENARIOS).values() for s in members]
+    assert list(found) == reading_order, "cards grouped by topic, in gallery order"
+    for scenario in SCENARIOS:
+        card = found[scenario.id]
+        assert card["topic"] == scenario.topic, f"{scenario.id} is drawn under {card['topic']!r}"
+        assert card["figure"] is not None, f"{scenario.id} has no picture: {card['captions']}"
+        meta = card["figure"]["layout"]["meta"]
+        stored = store.get(meta["run_id"])
+        assert stored is not None and stored.scenario == scenario.id and stored.status in COMPLETE, meta
+        assert any(meta["run_id"] in c for c in card["captions"]), "the card names the run its picture shows"
+        declared = scenario.picture or next(e.figure for e in scenario.terms.values() if e.figure)
+        assert meta["figure"] == declared, f"{scenario.id}: picture {meta['figure']!r}, declared {declared!r}"
+    assert not any("Pictures:" in c.value for c in at.caption), "no picture run is needed"
+
+
+@pytest.mark.slow
+def test_a_home_without_stored_runs_shows_placeholders_and_starts_one_picture_run() -> None:
+    at = AppTest.from_function(home_app, default_timeout=120).run()
+    assert not at.exception
+    start = first_scenario(SCENARIOS)
+    line = next(el for el in walk(at.main) if getattr(getattr(el, "proto", None), "id", "").endswith("start-here"))
+    assert any(getattr(el, "type", None) == "page_link" and start.title in el.proto.label for el in walk(line))
+    assert any(f"Pictures: 0 of {len(SCENARIOS)}" in c.value for c in at.caption)
+    found = cards(at)
+    assert set(found) == {s.id for s in SCENARIOS} and not any(c["figure"] for c in found.values())
+    assert any("Training a tiny run" in c for c in found[start.id]["captions"])
+    assert all(any("waits for the one before it" in c for c in found[s.id]["captions"])
+               for s in SCENARIOS if s.id != start.id), "one picture run at a time"
+    from explorer.pictures import picture_runs
+    from explorer.session import run_store
+    handle = picture_runs(str(run_store().path)).run_of(start)
+    assert handle is not None and handle.config == start.validate(start.tiny)
+    handle.stop(keep=False)  # the pool is the test process's: free it for the next test
+    assert handle.join(10)
+
+
+@pytest.mark.slow
+def test_picture_runs_go_one_at_a_time_through_the_pool_and_are_stored() -> None:
+    store = RunStore()
+    first, second = get_scenario("vanishing-gradients"), get_scenario("warmup")
+    runs, pool = PictureRuns(), WorkerPool(size=2)
+    try:
+        runs.advance([first, second], store, pool)
+        runs.advance([first, second], store, pool)
+        assert runs.run_of(first) is not None and runs.run_of(second) is None, "the second waits for the first"
+        assert runs.run_of(first).join(120)
+        source = picture_source(store, first)
+        assert source is not None and source.settings == "tiny settings"
+        assert source.run.run_id == runs.run_of(first).snapshot().run_id, "the picture run is the stored run"
+        runs.advance([second], store, pool)
+        assert runs.run_of(second) is not None and runs.run_of(second).join(120)
+        runs.advance([first, second], store, pool)
+        assert store.count() == 2, "each scenario is tried once per server"
+    finally:
+        pool.shutdown()
+
+
+def test_a_stored_default_run_is_preferred_to_a_tiny_one() -> None:
+    scenario = get_scenario("vanishing-gradients")
+    store = RunStore()
+    result = tiny_result(scenario.id)
+    tiny = save_result(store, scenario, scenario.validate(scenario.tiny), "finished", result.frame, result.summary, [], 1.0)
+    assert picture_source(store, scenario).run.run_id == tiny
+    time.sleep(0.01)  # the default run is newer, and it is the default
+    default = save_result(store, scenario, scenario.validate({}), "finished", result.frame, result.summary, [], 1.0)
+    assert picture_source(store, scenario).run.run_id == default
+    assert picture_source(store, scenario).settings == "default settings"
+    assert key_figure(scenario, ["loss", "backprop_profile"]) == "backprop_profile"
+    assert key_figure(scenario, ["loss"]) == "loss", "a figure these records did not draw falls back to the first"
+
+
+def test_bench_times_are_the_readmes_speed_table() -> None:
+    """The cards' "default run ~1 s" is bench/bench.py's number as the README quotes it, or the estimate."""
+    rows = re.findall(r"^\| ([a-z0-9-]+)\s+\| ([0-9.]+)\s+\|", (ROOT / "README.md").read_text(), re.MULTILINE)
+    assert {sid: float(seconds) for sid, seconds in rows} == DEFAULT_RUN_S
+    assert seconds_label(0.84) == "~1 s" and seconds_label(4.61) == "~5 s" and seconds_label(300) == "~5 min"
+    assert run_time(get_scenario("dead-relu")) == "default run ~1 s"
+    unmeasured = [s for s in SCENARIOS if s.id not in DEFAULT_RUN_S]
+    for scenario in unmeasured:
+        said = run_time(scenario)
+        assert (said is None) == (scenario.estimate(scenario.validate({})) is None), (scenario.id, said)
+        assert said is None or said.endswith("(estimated)")
