@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from scenarios.base import Run, Scenario, ScenarioConfig, view_field
 from scenarios.explanation import Explanation
+from tests.test_url import shown
 
 
 def scenario_page(scenario_id: str) -> None:
@@ -193,13 +194,13 @@ def test_a_run_that_raises_shows_its_error_on_the_page() -> None:
     at = open_page("boom", custom_page)
     at.button(key="run").click()
     at = run_until_done(at)
-    assert any("The run failed: ValueError: the engine broke" in e.value for e in at.error)
+    assert any("The run failed: ValueError: the engine broke" in shown(e.value) for e in at.error)
     assert progress_text(at).startswith("Failed")
 
 
 def test_a_config_this_machine_cannot_run_is_refused_before_run() -> None:
     at = open_page("picky", custom_page)
-    assert [e.value for e in at.sidebar.error] == ["This needs 8 GPUs and the machine has none."]
+    assert [shown(e.value) for e in at.sidebar.error] == ["This needs 8 GPUs and the machine has none."]
     assert at.button(key="run").disabled, "Run is off for a refused config"
     assert any("this machine cannot run these settings" in c.value for c in at.caption)
     from explorer.store import RunStore
@@ -248,7 +249,7 @@ def test_a_failing_rank_shows_its_message_on_the_page(monkeypatch) -> None:
         pool = worker_pool()
         worker_pool.clear()
         pool.shutdown()
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any("rank 1 of 2 failed (exit code 1): RuntimeError: injected failure on rank 1" in e for e in errors), errors
     assert progress_text(at).startswith("Failed")
     ranks = [pid for pid in descendants(os.getpid()) if "engines.dist_worker" in _cmdline(pid)]

@@ -64,7 +64,6 @@ def test_the_navigation_has_a_section_per_topic_with_every_scenario() -> None:
         assert holding == [scenario.topic], f"{scenario.id} is under {holding}, not {scenario.topic!r}"
 
 
-@pytest.mark.slow
 def test_every_card_sits_under_its_topic_with_a_picture_from_its_stored_run() -> None:
     """With a stored run of each scenario, the home draws every card's key figure from it at once."""
     store = RunStore()

@@ -6,7 +6,7 @@ import pytest
 
 from browser_helpers import MAIN, SIDEBAR, button, wait_idle
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 
 VIEWPORT = {"width": 1280, "height": 800}
 PICTURE_WAIT_MS = 120_000  # the first picture run waits for a warm worker
