@@ -8,13 +8,10 @@ from explorer.compare import Overlay, differences, isolation_figure, isolation_t
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup
 from explorer.session import run_store, stored_frame
+from explorer.share import choose_isolate, isolate_key, overlay_key
 from explorer.store import COMPLETE, StoredRun
 from scenarios.base import ConfigError, Scenario
 from scenarios.plotting import arms_in_order
-
-
-def overlay_key(scenario: Scenario) -> str:
-    return f"overlay:{scenario.id}"
 
 
 def comparable_runs(scenario: Scenario) -> list[StoredRun]:
@@ -98,7 +95,10 @@ def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: d
         return
     names = list(current)
     left, right = st.columns(2)
-    field = left.selectbox("Setting", names, index=_default_field(current, runs), key=f"isolate-field:{scenario.id}")
+    key = isolate_key(scenario)
+    if st.session_state.get(key) not in names:  # not chosen yet (or a link named it): the likeliest field
+        st.session_state[key] = names[_default_field(current, runs)]
+    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,))
     metric = right.selectbox("Metric", metrics, index=metrics.index("loss") if "loss" in metrics else 0,
                              key=f"isolate-metric:{scenario.id}")
     candidates = [r for r in runs if set(differences(current, r.config)) <= {field}]

@@ -22,11 +22,11 @@ from explorer.live import TICK_S, charts_interval, charts_view, handle_key, stat
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
 from explorer.session import run_store, start_or_load, stored_handle, worker_pool
+from explorer.share import MAX_SEEDS
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long for the first record so the first draw has points
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
-MAX_SEEDS = 10
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
@@ -162,7 +162,8 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
 
 
 def seed_controls(scenario: Scenario) -> tuple[int, str]:
-    """'Repeat over seeds' and the band to draw: page options, not Config fields (not in the URL)."""
+    """'Repeat over seeds' and the band to draw: page options, not Config fields (in the URL as page
+    state, explorer/share.py)."""
     st.divider()
     repeat = st.number_input("repeat over seeds", min_value=1, max_value=MAX_SEEDS, value=1, step=1,
                              key=f"seeds:{scenario.id}",
