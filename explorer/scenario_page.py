@@ -18,6 +18,7 @@ from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
+from explorer.line_controls import line_controls
 from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
@@ -39,6 +40,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.header("Settings")
         values = config_controls(scenario)
         repeat, band = seed_controls(scenario)
+        lines = line_controls(scenario)
         config, problem = checked(scenario, values, machine)
         if problem:
             st.error(problem)
@@ -84,7 +86,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
     st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
     st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
-        scenario, overlays, band, hold=pending is not None)
+        scenario, overlays, band, hold=pending is not None, lines=lines)
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
