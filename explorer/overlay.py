@@ -62,7 +62,8 @@ def merge_traces(figure: go.Figure, own: go.Figure, tag_label: str, run_id: str,
         name = str(trace.name) if trace.name is not None else ""
         clone = type(trace)(trace)
         clone.name = name + tag if name else tag_label
-        clone.legendgroup, clone.legendgrouptitle = group, None
+        clone.legendgroup = group
+        clone.legendgrouptitle = None if copied else dict(text=f"[{tag_label}] · run {run_id}")
         arm = arm_of(name, arms)
         color = trace_color(clone)
         if arm is not None and color is not None and not held.get(color, {arm}) <= shared.get(color, set()) | {arm}:
@@ -75,7 +76,6 @@ def merge_traces(figure: go.Figure, own: go.Figure, tag_label: str, run_id: str,
         figure.add_trace(clone)
         copied.append(clone)
     if copied:
-        copied[0].legendgrouptitle = dict(text=f"[{tag_label}] · run {run_id}")
         include_axes(figure, own, copied)
     return bool(copied)
 

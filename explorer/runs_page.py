@@ -60,6 +60,9 @@ def run_table(rows: list[RunRow], one_scenario: bool) -> list[RunRow]:
                          column_config={
                              **numbers, "duration (s)": st.column_config.NumberColumn(format="%.1f"),
                              "run": st.column_config.TextColumn(help="the run's id in the store"),
+                             "settings that differ": st.column_config.TextColumn(width="medium"),
+                             "headline": st.column_config.TextColumn(width="large",
+                                                                     help="the scenario's headline numbers"),
                              "name": st.column_config.TextColumn(help="give a run a name below the table")})
     picked = [rows[i] for i in event.selection.rows if i < len(rows)]
     if not one_scenario and len({r.scenario_id for r in picked}) == 1 and picked:

@@ -84,14 +84,15 @@ def table(rows: list[RunRow], one_scenario: bool) -> pd.DataFrame:
     names = headline_names(rows) if one_scenario else []
     records = []
     for row in rows:
-        record = {"name": row.name, "when": row.when, "scenario": row.title, "settings that differ": row.differs,
-                  "status": row.status, "duration (s)": round(row.duration_s, 1)}
+        record = {"name": row.name, "settings that differ": row.differs, "status": row.status}
         if one_scenario:
             record.update({name: number(row.headline.get(name)) for name in names})
         else:
+            record["scenario"] = row.title
             record["headline"] = " · ".join(f"{k} {v:.4g}" for k, v in row.headline.items()
                                             if number(v) is not None)
-        record["code"] = "current" if row.current_code else "older"
+        record.update({"when": row.when, "duration (s)": round(row.duration_s, 1),
+                       "code": "current" if row.current_code else "older"})
         record["run"] = row.run_id
         records.append(record)
     return pd.DataFrame(records)

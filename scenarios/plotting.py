@@ -12,6 +12,7 @@ The loss-curve and per-layer-profile figures that most scenarios draw live here.
 """
 import colorsys
 import math
+import threading
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -26,14 +27,43 @@ HASHED_SLOTS = 1000  # labels outside the universe spread over this many colours
 
 
 def palette_color(index: int) -> str:
-    """The arm colour at `index`: the base colours, then golden-angle hues at three lightnesses."""
+    """The arm colour at `index`: the base colours, then golden-angle hues at three lightnesses
+    and four saturations, skipping any that is a near twin of a base colour or repeats an earlier one."""
     if index < len(BASE_COLORS):
         return BASE_COLORS[index]
-    k = index - len(BASE_COLORS)
-    hue = (k * 0.618033988749895 + 0.07) % 1.0
-    lightness = (0.38, 0.50, 0.30)[k % 3]
-    r, g, b = colorsys.hls_to_rgb(hue, lightness, 0.75)
-    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+    with _GENERATED_LOCK:
+        while len(_GENERATED) <= index - len(BASE_COLORS):
+            _GENERATED.append(_next_generated())
+    return _GENERATED[index - len(BASE_COLORS)]
+
+
+_GENERATED: list[str] = []  # a memo of a pure sequence: grows the same way in every process
+_GENERATED_LOCK = threading.Lock()
+_CANDIDATE = [0]
+_SEEN: set[str] = set()
+
+
+def _next_generated() -> str:
+    while True:
+        k = _CANDIDATE[0]
+        _CANDIDATE[0] += 1
+        hue, lightness = (k * 0.618033988749895 + 0.07) % 1.0, (0.38, 0.50, 0.30)[k % 3]
+        r, g, b = colorsys.hls_to_rgb(hue, lightness, (0.75, 0.6, 0.9, 0.5)[k // 3 % 4])
+        color = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        if min(_distance(color, base) for base in BASE_COLORS) > NEAR_TWIN and color not in _SEEN:
+            _SEEN.add(color)
+            return color
+
+
+NEAR_TWIN = 80  # "redmean" RGB distance below which two colours read as one on a chart
+
+
+def _distance(one: str, other: str) -> float:
+    """A cheap perceptual RGB distance (the "redmean" weighting)."""
+    r1, g1, b1 = (int(one[i:i + 2], 16) for i in (1, 3, 5))
+    r2, g2, b2 = (int(other[i:i + 2], 16) for i in (1, 3, 5))
+    mean = (r1 + r2) / 2
+    return math.sqrt((2 + mean / 256) * (r1 - r2) ** 2 + 4 * (g1 - g2) ** 2 + (2 + (255 - mean) / 256) * (b1 - b2) ** 2)
 
 
 def category_color(index: int) -> str:
