@@ -114,5 +114,5 @@ def open_run(base: RunRow, others: list[RunRow], scenario_pages: dict[str, st.Pa
     st.session_state[f"open-run:{base.scenario_id}"] = base.run_id
     query = dict(base.query or {})
     if others:
-        query[share.COMPARE] = ",".join(r.run_id for r in others)
+        query.update({share.RUN: base.run_id, share.COMPARE: ",".join(r.run_id for r in others)})
     st.switch_page(scenario_pages[base.scenario_id], query_params=query)

@@ -1,7 +1,9 @@
 """What a comparison adds to a scenario page's URL, beside the config: the overlaid runs, the
 seed repeat, the band and the isolated setting.
 
-`compare=ab12cd34ef56,0f1e2d3c4b5a&seeds=3&band=mean ± std&isolate=depth`. These are page
+`run=9a0978673aaf&compare=ab12cd34ef56,0f1e2d3c4b5a&seeds=3&band=mean ± std&isolate=depth`.
+`run` pins the run the others are overlaid on (a run of older code is not found by its config
+alone); it is written only beside `compare`, while the page shows that run. These are page
 state, not Config fields: they never reach a run's key. Opening a link restores them into the
 widgets' state before the widgets are drawn; a compared run the store does not hold (deleted,
 or another machine's store) is named in one line and the rest are shown.
@@ -13,10 +15,10 @@ import streamlit as st
 from explorer.plaintext import one_line
 from explorer.seeds import BANDS
 from explorer.store import RunStore
-from scenarios.base import Scenario
+from scenarios.base import Scenario, ScenarioConfig
 
-COMPARE, SEEDS, BAND, ISOLATE = "compare", "seeds", "band", "isolate"
-PARAMS = (COMPARE, SEEDS, BAND, ISOLATE)
+RUN, COMPARE, SEEDS, BAND, ISOLATE = "run", "compare", "seeds", "band", "isolate"
+PARAMS = (RUN, COMPARE, SEEDS, BAND, ISOLATE)
 MAX_SEEDS = 10
 
 
@@ -46,11 +48,18 @@ def choose_isolate(scenario: Scenario) -> None:
     st.session_state[isolate_chosen_key(scenario)] = True
 
 
-def page_query(scenario: Scenario) -> dict[str, str]:
+def open_run_key(scenario: Scenario) -> str:
+    """A run to show on the page's next draw (from "Open" on the Runs page, or a link's `run`)."""
+    return f"open-run:{scenario.id}"
+
+
+def page_query(scenario: Scenario, config: ScenarioConfig) -> dict[str, str]:
     """The comparison part of the page's URL, from the widgets' state."""
     state, query = st.session_state, {}
     overlays = state.get(overlay_key(scenario)) or []
     if overlays:
+        shown = state.get(open_run_key(scenario)) or _shown_run(scenario, config)
+        query.update({RUN: shown} if shown else {})
         query[COMPARE] = ",".join(overlays)
     repeat = int(state.get(seeds_key(scenario)) or 1)
     if repeat > 1:
@@ -59,6 +68,14 @@ def page_query(scenario: Scenario) -> dict[str, str]:
     if state.get(isolate_chosen_key(scenario)) and state.get(isolate_key(scenario)):
         query[ISOLATE] = state[isolate_key(scenario)]
     return query
+
+
+def _shown_run(scenario: Scenario, config: ScenarioConfig) -> str | None:
+    """The stored run the page shows now, if it is a run of these settings."""
+    handle = st.session_state.get(f"run:{scenario.id}")  # explorer.live.handle_key
+    if handle is None or handle.running or scenario.key_of(handle.config) != scenario.key_of(config):
+        return None
+    return handle.snapshot(with_frame=False).run_id
 
 
 def restore_page(scenario: Scenario, params: Mapping[str, str], store: RunStore) -> list[str]:
@@ -82,6 +99,13 @@ def restore_page(scenario: Scenario, params: Mapping[str, str], store: RunStore)
             state[isolate_key(scenario)], state[isolate_chosen_key(scenario)] = params[ISOLATE], True
         else:
             warnings.append(one_line(f"The link's isolate={params[ISOLATE]!r} is not a setting of this page."))
+    if RUN in params:
+        stored = store.get(params[RUN])
+        if stored is not None and stored.scenario == scenario.id:
+            state[open_run_key(scenario)] = stored.run_id
+        else:
+            warnings.append(one_line(f"The link's run {params[RUN]!r} is not in this run store; showing the "
+                                     "stored run of its settings, if there is one."))
     if COMPARE in params:
         ids = [i for i in dict.fromkeys(params[COMPARE].split(",")) if i]
         found = [i for i in ids if (stored := store.get(i)) is not None and stored.scenario == scenario.id]

@@ -119,7 +119,7 @@ def mirror(scenario: Scenario, config: ScenarioConfig) -> None:
     A bare URL already means "the defaults", so it stays bare until a setting moves; from
     then on every field is written, so the link keeps meaning the same if defaults change.
     """
-    extra = share.page_query(scenario)
+    extra = share.page_query(scenario, config)
     params, current = {**config_query(config), **extra}, _query()
     if not current and config == scenario.validate({}) and not extra:
         return

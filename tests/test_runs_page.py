@@ -99,6 +99,7 @@ def test_three_runs_open_compared_and_their_url_restores_the_comparison() -> Non
     assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {runs[0]}")
     assert at.session_state[f"overlay:{SCENARIO.id}"] == runs[1:]
     assert at.query_params["compare"] == ",".join(runs[1:]) and at.query_params["depth"] == "6"
+    assert at.query_params["run"] == runs[0], "the run shown is pinned (a run of older code has no config match)"
     loss = next(c for c in at.get("bidi_component") if "Training loss" in c.proto.json)
     assert "[depth=5]" in loss.proto.json and "[depth=4]" in loss.proto.json
 
