@@ -23,6 +23,7 @@ from scenarios.plotting import is_full_width, is_own_log_ticks, log_ticks
 
 BASE_HEIGHT_PX = 430    # plotly's default is 450; a legend below adds rows
 LEGEND_ROW_PX = 19
+GROUP_TITLE_PX = 34     # a legend group's title row and the gap above it
 MAX_HEIGHT_PX = 1100
 LONG_NAME_CHARS = 24    # legend entries longer than this go below the plot, not beside it
 SIDE_ENTRIES = 12       # more legend rows than this beside a 430 px plot would scroll
@@ -59,8 +60,9 @@ def _fit_legend(figure: go.Figure) -> None:
         # long names at the right would squeeze the plot to a strip; many would scroll: put it below
         figure.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     below = legend.orientation == "h" and legend.y is not None and legend.y < 0
-    if below and figure.layout.height is None and entries > 4:
-        figure.update_layout(height=min(MAX_HEIGHT_PX, BASE_HEIGHT_PX + LEGEND_ROW_PX * entries))
+    if below and figure.layout.height is None and entries > 4:  # a group's title also takes its gap
+        rows_px = LEGEND_ROW_PX * len(names) + GROUP_TITLE_PX * len(titles)
+        figure.update_layout(height=min(MAX_HEIGHT_PX, BASE_HEIGHT_PX + rows_px))
 
 
 def _axes(figure: go.Figure) -> list[str]:
