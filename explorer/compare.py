@@ -1,8 +1,8 @@
 """Comparing runs: overlay stored runs on the current figures, and isolate one setting's effect.
 
 Overlay needs nothing from a scenario: a stored run is drawn by the scenario's own `figures`
-from its own records and config, and its line traces are copied into the current figure of
-the same name, renamed `"<trace> [<what differs>]"`, in a color of their own per arm, dashed.
+from its own records and config, and its traces are copied into the current figure of the
+same name, renamed `"<trace> [<what differs>]"` and drawn as an overlay (explorer/overlay.py).
 The isolation view takes the stored runs that differ from the current config in one field
 only and plots a metric's final value (last logged step, per arm) against that field.
 """
@@ -57,50 +57,6 @@ def shows(figure: go.Figure, overlay: Overlay) -> bool:
     return any(tag in str(t.name) for t in figure.data) or any(tag in str(a.text) for a in figure.layout.annotations)
 
 
-def merge_lines(figure: go.Figure, own: go.Figure, overlay: Overlay, colors: dict[str, str]) -> bool:
-    """Copy the line traces of `own` (the same figure drawn from the stored run alone, with its own
-    config) into `figure`, renamed `name [label]`, recolored per overlay arm. True if any was copied.
-    Heatmaps and bars are not merged: two runs' cells or bars on one axis would read as one run.
-    """
-    tag = f" [{overlay.label}]"
-    arms = sorted((str(a) for a in overlay.frame["arm"].unique()), key=len, reverse=True)
-    layout_keys = set(figure.layout.to_plotly_json())
-    copied = False
-    for trace in own.data:
-        if trace.type not in ("scatter", "scattergl") or trace.hoverinfo == "skip":
-            continue
-        axes = [(trace.xaxis or "x").replace("x", "xaxis", 1), (trace.yaxis or "y").replace("y", "yaxis", 1)]
-        if any(axis not in ("xaxis", "yaxis") and axis not in layout_keys for axis in axes):
-            continue  # the current figure has no such subplot
-        name = str(trace.name) if trace.name is not None else ""
-        arm = next((a for a in arms if name == a or name.startswith(a + " ")), None)
-        clone = go.Scatter(trace) if trace.type == "scatter" else go.Scattergl(trace)
-        clone.name = name + tag if name else overlay.label
-        clone.legendgroup = overlay.label
-        if clone.stackgroup:  # a stacked area: the other run's stack as its own outlines, not piled on ours
-            clone.stackgroup, clone.fill = clone.stackgroup + tag, "none"
-            clone.line.width = 1.5
-        if arm is not None and arm + tag in colors:
-            clone.line.color = colors[arm + tag]
-            if clone.marker is not None and isinstance(clone.marker.color, str):
-                clone.marker.color = colors[arm + tag]
-        if clone.hovertemplate:
-            clone.hovertemplate = clone.hovertemplate.replace("<extra>", f"<br>[{overlay.label}]<extra>", 1)
-        figure.add_trace(clone)
-        copied = True
-    return copied
-
-
-def dash_overlays(figure: go.Figure, overlays: list[Overlay]) -> go.Figure:
-    """Overlay lines dashed (unless the figure already chose a dash), so they read as 'the other run'."""
-    tags = [f"[{o.label}]" for o in overlays]
-    for trace in figure.data:
-        if trace.type == "scatter" and trace.name and any(tag in trace.name for tag in tags):
-            if trace.line is not None and trace.line.dash is None:
-                trace.line.dash = "dash"
-    return figure
-
-
 def final_values(frame: pd.DataFrame, metric: str) -> dict[str, float]:
     """Per arm, the metric's value at its last logged step."""
     rows = frame[frame["metric"] == metric].sort_values("step", kind="stable")
@@ -126,10 +82,10 @@ def isolation_table(config: dict[str, Any], runs: list[tuple[str, dict[str, Any]
 
 def isolation_figure(scenario: Scenario, table: pd.DataFrame, field: str, metric: str,
                      arm_order: list[str]) -> go.Figure:
-    """The metric's final value against the field, one line per arm, in the page's arm colors."""
+    """The metric's final value against the field, one line per arm, in the arms' own colors."""
     spec = scenario.field_specs()[field]
     arms = arm_order + [a for a in table["arm"].unique() if a not in arm_order]
-    colors = arm_colors(arms)
+    colors = arm_colors(arms, scenario.arm_universe())
     numeric = spec["kind"] in ("int", "float")
     order = spec["choices"] if spec["kind"] == "choice" else [False, True] if spec["kind"] == "bool" else None
     fig = go.Figure()

@@ -8,13 +8,10 @@ from explorer.compare import Overlay, differences, isolation_figure, isolation_t
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup
 from explorer.session import run_store, stored_frame
+from explorer.share import choose_isolate, isolate_key, overlay_key
 from explorer.store import COMPLETE, StoredRun
 from scenarios.base import ConfigError, Scenario
 from scenarios.plotting import arms_in_order
-
-
-def overlay_key(scenario: Scenario) -> str:
-    return f"overlay:{scenario.id}"
 
 
 def comparable_runs(scenario: Scenario) -> list[StoredRun]:
@@ -30,15 +27,17 @@ def comparable_runs(scenario: Scenario) -> list[StoredRun]:
 
 
 def selected_overlays(scenario: Scenario, handle: RunHandle | SeedGroup | None) -> list[Overlay]:
-    """The stored runs picked for overlay (by the multiselect, drawn later on the page)."""
+    """The stored runs picked for overlay (by the multiselect, drawn later on the page); never the
+    current run itself."""
     if handle is None:
         return []
     current = handle.config.model_dump(mode="json")
+    own = _own_run_ids(handle)
     overlays = []
     for run_id in st.session_state.get(overlay_key(scenario), []):
-        stored = run_store().get(run_id)
-        if stored is None:
-            continue  # deleted meanwhile
+        stored = run_store().get(run_id) if run_id not in own else None
+        if stored is None or stored.scenario != scenario.id:
+            continue  # deleted meanwhile, or the run on the page
         label = short_label(differences(current, stored.config), run_id)
         overlays.append(Overlay(run_id, label, stored_frame(run_id), stored.config))
     return overlays
@@ -70,7 +69,8 @@ def compare_panel(scenario: Scenario, handle: RunHandle | SeedGroup) -> None:
         st.multiselect("Overlay stored runs on the figures above", options, format_func=describe, key=key,
                        placeholder="Pick runs of this scenario from the run store" if options else
                        "No other stored runs yet: change a setting and press Run",
-                       help="Each overlaid run's arms join every figure as “arm [what differs]”, dashed.")
+                       help="Each overlaid run joins every figure as “arm [what differs]”, in the arm's colour but "
+                            "lighter and dashed, with hollow markers and hatched bars, grouped by run in the legend.")
         st.markdown("**Isolate one setting**: the final value of a metric across stored runs that differ "
                     "from these settings in that one field only (this code version, finished or diverged runs).")
         isolation_view(scenario, handle, current, [r for r in runs if r.code_version == code and r.status in COMPLETE])
@@ -95,7 +95,10 @@ def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: d
         return
     names = list(current)
     left, right = st.columns(2)
-    field = left.selectbox("Setting", names, index=_default_field(current, runs), key=f"isolate-field:{scenario.id}")
+    key = isolate_key(scenario)
+    if st.session_state.get(key) not in names:  # not chosen yet (or a link named it): the likeliest field
+        st.session_state[key] = names[_default_field(current, runs)]
+    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,))
     metric = right.selectbox("Metric", metrics, index=metrics.index("loss") if "loss" in metrics else 0,
                              key=f"isolate-metric:{scenario.id}")
     candidates = [r for r in runs if set(differences(current, r.config)) <= {field}]

@@ -18,6 +18,7 @@ import streamlit as st
 
 from explorer.chart import draw, payload
 from explorer.compare import Overlay
+from explorer.line_controls import LineSettings, apply_lines
 from explorer.plaintext import plain
 from explorer.runs import RunHandle, Snapshot
 from explorer.seeds import SeedGroup
@@ -83,14 +84,16 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
     st.session_state[key + ":was_running"] = snap.running
 
 
-def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bool = False) -> None:
+def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bool = False,
+                lines: LineSettings | None = None) -> None:
     """The charts fragment: "what to look for" and the figures, rebuilt within the budget.
-    `hold`: a new run is about to replace this one; show what was drawn, build nothing."""
+    `hold`: a new run is about to replace this one; show what was drawn, build nothing.
+    `lines`: smoothing and scale of the curves (explorer/line_controls.py), for the page only."""
     handle: RunHandle | SeedGroup | None = st.session_state.get(handle_key(scenario))
     if handle is None:
         return
     held: Drawn | None = st.session_state.get(f"drawn:{scenario.id}") if hold else None
-    drawn = held if held is not None and held.charts else _drawn(scenario, handle, overlays, band)
+    drawn = held if held is not None and held.charts else _drawn(scenario, handle, overlays, band, lines)
     if drawn is None:  # refused: nothing to draw
         return
     if drawn.markdown:
@@ -100,12 +103,14 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
     draw_charts(scenario.id, drawn)
 
 
-def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Drawn | None:
+def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines: LineSettings | None = None
+           ) -> Drawn | None:
     """The built view, rebuilt when its inputs changed and the budget allows (see the module doc)."""
     state_key = f"drawn:{scenario.id}"
     drawn: Drawn = st.session_state.get(state_key) or Drawn()
     running = handle.running
-    signature = (id(handle), running, handle.rows_count(), handle.config, tuple(o.run_id for o in overlays), band)
+    signature = (id(handle), running, handle.rows_count(), handle.config, tuple(o.run_id for o in overlays), band,
+                 lines)
     now = time.monotonic()
     fresh = not drawn.signature or drawn.signature[0] != id(handle)
     if signature == drawn.signature or (running and not fresh and now < drawn.next_at):
@@ -132,7 +137,7 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str) -> Dr
             [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else [])
         markdown = ("**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
                     + scenario.explain(view.base, handle.config).markdown())
-        charts = {name: payload(name, figure) for name, figure in view.figures.items()}
+        charts = {name: payload(name, figure) for name, figure in apply_lines(view.figures, lines).items()}
     except Exception as error:  # figures that cannot draw these records must not take the page down
         drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
         st.session_state[state_key] = drawn

@@ -1,101 +1,118 @@
-"""The Runs page: every stored run — what it was, how it ended — to open or delete.
+"""The Runs page: every stored run in one table — what it was, how it ended, its headline numbers —
+to sort (click a header), filter, name, open, compare or delete.
 
 "Open" goes to the scenario's page with the run's config in the URL, so the page restores
 those settings and shows the stored run at once (no retraining), exactly like a shared link.
+"Open compared" does the same for the first selected run and overlays the others on it; their
+ids go in the URL too (explorer/share.py), so the comparison's link restores it.
 """
-import datetime
-from dataclasses import dataclass
-from typing import Any
-
 import streamlit as st
 
-from explorer.compare import differences
+from explorer import share
+from explorer.runs_table import RunRow, compared, run_row, table, visible
 from explorer.session import run_store
-from explorer.store import StoredRun
-from explorer.url import config_query
 from scenarios import all_scenarios
-from scenarios.base import ConfigError, Scenario
 
-SHOWN = 100  # newest runs listed; older ones stay in the store
-STATUS_COLORS = {"finished": "green", "diverged": "orange", "stopped": "gray", "failed": "red"}
+SHOWN = 500  # newest runs listed; older ones stay in the store
+STATUSES = ["finished", "diverged", "stopped", "failed"]
+TABLE_KEY = "runs:table"
 
-
-@dataclass(frozen=True)
-class RunRow:
-    run_id: str
-    scenario_id: str
-    title: str
-    differs: str             # "depth=30, activation=relu", or "defaults"
-    when: str
-    status: str
-    duration_s: float
-    current_code: bool
-    query: dict[str, str] | None  # the URL parameters that open it; None when it cannot be opened
-    problem: str | None = None
-
-
-def run_row(stored: StoredRun, scenarios: dict[str, Scenario]) -> RunRow:
-    when = datetime.datetime.fromtimestamp(stored.created_at).strftime("%Y-%m-%d %H:%M")
-    scenario = scenarios.get(stored.scenario)
-    if scenario is None:
-        return RunRow(stored.run_id, stored.scenario, stored.scenario, _describe(stored.config), when, stored.status,
-                      stored.duration_s, False, None, "no such scenario in this version")
-    defaults = scenario.validate({}).model_dump(mode="json")
-    diff = _describe(differences(defaults, stored.config))
-    current = stored.code_version == scenario.code_version()
-    try:
-        query = config_query(scenario.validate(stored.config))
-    except ConfigError as error:
-        return RunRow(stored.run_id, scenario.id, scenario.title, diff, when, stored.status, stored.duration_s,
-                      current, None, f"its settings are no longer valid: {error}")
-    return RunRow(stored.run_id, scenario.id, scenario.title, diff, when, stored.status, stored.duration_s,
-                  current, query)
-
-
-def _describe(diff: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in diff.items()) or "defaults"
+__all__ = ["render_runs", "run_row"]
 
 
 def render_runs(scenario_pages: dict[str, st.Page]) -> None:
     st.title("Runs")
     store = run_store()
-    st.markdown(f"Every run trained here, newest first, from the run store `{store.path}`. **Open** shows a run "
-                "on its page from the store (no retraining) with its settings in the URL; from there you can "
-                "overlay other runs on it.")
+    st.markdown(f"Every run trained here, newest first, from the run store `{store.path}`. Click a column to sort; "
+                "tick runs to open one, or several of one scenario **compared** (overlaid on one page).")
     scenarios = {s.id: s for s in all_scenarios()}
-    choice = st.selectbox("Scenario", ["all", *scenarios], key="runs:scenario",
-                          format_func=lambda sid: "All scenarios" if sid == "all" else scenarios[sid].title)
+    left, middle, right = st.columns([2, 3, 1.4], vertical_alignment="bottom")
+    choice = left.selectbox("Scenario", ["all", *scenarios], key="runs:scenario",
+                            format_func=lambda sid: "All scenarios" if sid == "all" else scenarios[sid].title)
+    statuses = middle.multiselect("Status", STATUSES, default=STATUSES, key="runs:status")
+    show_empty = right.toggle("empty stopped runs", key="runs:empty",
+                              help="Runs stopped before their first record: hidden unless this is on.")
     scenario_id = None if choice == "all" else choice
     total = store.count(scenario_id)
     if total == 0:
         st.info("No stored runs yet. Open a scenario and press **Run**: every run is stored here.")
         return
-    rows = [run_row(stored, scenarios) for stored in store.list_runs(scenario_id, limit=SHOWN)]
-    st.caption(f"{total} stored run{'s' * (total != 1)}" + (f"; the newest {SHOWN} are listed." if total > SHOWN else "."))
-    widths = [1.7, 1.5, 2.9, 1.0, 0.9, 1.9]
-    header = st.columns(widths)
-    for column, title in zip(header, ["when", "scenario", "settings that differ from the defaults", "status",
-                                      "duration", ""]):
-        if title:
-            column.markdown(f"**{title}**")
-    for row in rows:
-        draw_row(row, widths, scenario_pages)
+    stored = store.list_runs(scenario_id, limit=SHOWN)
+    counts = store.record_counts([s.run_id for s in stored])
+    everything = [run_row(s, scenarios, counts.get(s.run_id)) for s in stored]
+    rows = visible(everything, statuses, show_empty)
+    hidden = len(everything) - len(rows)
+    st.caption(f"{total} stored run{'s' * (total != 1)}" + (f"; the newest {SHOWN} are listed" if total > SHOWN else "")
+               + (f"; {hidden} hidden by the filters." if hidden else "."))
+    if not rows:
+        st.info("No run passes these filters.")
+        return
+    picked = run_table(rows, one_scenario=scenario_id is not None)
+    actions(picked, scenario_pages)
 
 
-def draw_row(row: RunRow, widths: list[float], scenario_pages: dict[str, st.Page]) -> None:
-    cols = st.columns(widths, vertical_alignment="center")
-    cols[0].markdown(f"{row.when}  \n`{row.run_id}`")
-    cols[1].markdown(row.title + ("" if row.current_code else "  \n:gray[older code]"))
-    cols[2].markdown(row.differs)
-    cols[3].markdown(f":{STATUS_COLORS.get(row.status, 'gray')}-badge[{row.status}]")
-    cols[4].markdown(f"{row.duration_s:.1f} s")
-    can_open = row.query is not None and row.scenario_id in scenario_pages
-    actions = cols[5].container(horizontal=True, gap="small")
-    if actions.button("Open", key=f"open:{row.run_id}", disabled=not can_open,
-                      help=row.problem or "Show this run on its page, from the store"):
-        st.session_state[f"open-run:{row.scenario_id}"] = row.run_id
-        st.switch_page(scenario_pages[row.scenario_id], query_params=row.query)
-    with actions.popover("Delete", key=f"delete-menu:{row.run_id}"):
-        st.markdown(f"Delete run `{row.run_id}` ({row.title}, {row.status}) from the store?")
-        st.button("Delete for good", key=f"delete:{row.run_id}", type="primary",
-                  on_click=lambda: run_store().delete(row.run_id))
+def run_table(rows: list[RunRow], one_scenario: bool) -> list[RunRow]:
+    """The table; the rows ticked in it."""
+    frame = table(rows, one_scenario)
+    numbers = {name: st.column_config.NumberColumn(name, format="%.4g") for name in frame.columns
+               if name not in ("duration (s)",) and frame[name].dtype.kind == "f"}
+    event = st.dataframe(frame, key=TABLE_KEY, on_select="rerun", selection_mode="multi-row", hide_index=True,
+                         column_config={
+                             **numbers, "duration (s)": st.column_config.NumberColumn(format="%.1f"),
+                             "run": st.column_config.TextColumn(help="the run's id in the store"),
+                             "settings that differ": st.column_config.TextColumn(width="medium"),
+                             "headline": st.column_config.TextColumn(width="large",
+                                                                     help="the scenario's headline numbers"),
+                             "name": st.column_config.TextColumn(help="give a run a name below the table")})
+    picked = [rows[i] for i in event.selection.rows if i < len(rows)]
+    if not one_scenario and len({r.scenario_id for r in picked}) == 1 and picked:
+        st.caption("Pick one scenario above to see its headline numbers as columns.")
+    return picked
+
+
+def actions(picked: list[RunRow], scenario_pages: dict[str, st.Page]) -> None:
+    """What can be done with the ticked runs: open, compare, name, delete."""
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    one = picked[0] if len(picked) == 1 else None
+    can_open = one is not None and one.query is not None and one.scenario_id in scenario_pages
+    if row.button("Open", key="runs:open", disabled=not can_open, type="primary" if one else "secondary",
+                  help=(one.problem if one is not None and one.problem else "Show the ticked run on its page, "
+                        "from the store (tick exactly one)")):
+        open_run(one, [], scenario_pages)
+    plan = compared(picked)
+    if row.button("Open compared", key="runs:compare", disabled=isinstance(plan, str),
+                  type="primary" if len(picked) > 1 else "secondary",
+                  help=plan if isinstance(plan, str) else f"Show run {plan[0].run_id} with the other "
+                  f"{len(plan[1])} overlaid on it"):
+        open_run(plan[0], plan[1], scenario_pages)
+    if one is not None:
+        row.text_input("Name", value=one.name, key=f"runs:name:{one.run_id}", max_chars=80,
+                       placeholder="e.g. the baseline")
+        row.button("Save name", key="runs:rename", on_click=save_name, args=(one.run_id,))
+    if picked:
+        with row.popover(f"Delete {len(picked)}", key="runs:delete-menu"):
+            st.markdown(f"Delete {len(picked)} run{'s' * (len(picked) != 1)} from the store for good? "
+                        + ", ".join(f"`{r.run_id}`" for r in picked))
+            st.button("Delete for good", key="runs:delete", type="primary", on_click=delete,
+                      args=([r.run_id for r in picked],))
+    if isinstance(plan, str) and len(picked) > 1:
+        st.caption(plan)
+
+
+def save_name(run_id: str) -> None:
+    run_store().rename(run_id, st.session_state.get(f"runs:name:{run_id}"))
+
+
+def delete(run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        run_store().delete(run_id)
+    st.session_state.pop(TABLE_KEY, None)  # the ticks pointed at rows that are gone
+
+
+def open_run(base: RunRow, others: list[RunRow], scenario_pages: dict[str, st.Page]) -> None:
+    """Switch to the base run's page with its config, and the others to overlay, in the URL."""
+    st.session_state[f"open-run:{base.scenario_id}"] = base.run_id
+    query = dict(base.query or {})
+    if others:
+        query.update({share.RUN: base.run_id, share.COMPARE: ",".join(r.run_id for r in others)})
+    st.switch_page(scenario_pages[base.scenario_id], query_params=query)

@@ -19,16 +19,17 @@ from explorer.compare_panel import compare_panel, selected_overlays
 from explorer.controls import config_controls, widget_key
 from explorer.export_panel import export_panel
 from explorer.glossary_page import term_links
+from explorer.line_controls import line_controls
 from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
 from explorer.session import run_store, start_or_load, stored_handle, worker_pool
+from explorer.share import MAX_SEEDS
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long for the first record so the first draw has points
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
-MAX_SEEDS = 10
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
@@ -42,6 +43,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     with st.sidebar.container(gap="xsmall", key="settings"):
         values = config_controls(scenario)
         repeat, band = seed_controls(scenario)
+        lines = line_controls(scenario)
         config, problem = checked(scenario, values, machine)
         if problem:
             st.error(plain(problem))
@@ -87,7 +89,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
     st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
     st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
-        scenario, overlays, band, hold=pending is not None)
+        scenario, overlays, band, hold=pending is not None, lines=lines)
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
@@ -171,7 +173,8 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
 
 
 def seed_controls(scenario: Scenario) -> tuple[int, str]:
-    """'Repeat over seeds' and the band to draw: page options, not Config fields (not in the URL)."""
+    """'Repeat over seeds' and the band to draw: page options, not Config fields (in the URL as page
+    state, explorer/share.py)."""
     st.divider()
     repeat = st.number_input("repeat over seeds", min_value=1, max_value=MAX_SEEDS, value=1, step=1,
                              key=f"seeds:{scenario.id}",

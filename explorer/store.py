@@ -13,6 +13,8 @@ Non-finite values are kept as such. SQLite stores a NaN as NULL, so a record's `
 NULL exactly when it is not finite, and its `nonfinite` column says which it was ('nan',
 'inf', '-inf'); reading puts the float back. (Schema 1 had `value REAL NOT NULL`, so one
 NaN made a run unsaveable; opening a schema-1 store migrates it, in one transaction.)
+A run may be given a name (the Runs page); schema 3 added the column, and opening a schema-1
+or schema-2 store adds it, empty, in the same transaction.
 """
 import hashlib
 import json
@@ -29,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
 DEFAULT_PATH = Path.home() / ".cache" / "training-dynamics-explorer" / "runs.sqlite3"
 
@@ -52,7 +54,8 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at   REAL NOT NULL,
     duration_s   REAL NOT NULL,
     summary_json TEXT NOT NULL,
-    error        TEXT
+    error        TEXT,
+    name         TEXT            -- given on the Runs page, NULL until then
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs(key, status);
 CREATE INDEX IF NOT EXISTS runs_scenario ON runs(scenario, created_at);
@@ -77,6 +80,10 @@ INSERT INTO records (rowid, run_id, arm, step, metric, value, nonfinite)
 DROP TABLE records_v1;
 CREATE INDEX records_run ON records(run_id);
 """
+# Schema 2 -> 3: runs gains `name` (added last, so rows read as before plus a NULL name).
+_MIGRATE_2_TO_3 = "ALTER TABLE runs ADD COLUMN name TEXT"
+RUN_COLUMNS = ("run_id, scenario, config_json, key, code_version, status, created_at, duration_s, summary_json, "
+               "error, name")
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -110,6 +117,7 @@ class StoredRun:
     duration_s: float
     summary: dict[str, Any]
     error: str | None
+    name: str | None = None
 
 
 class RunStore:
@@ -146,6 +154,8 @@ class RunStore:
                                  f"{SCHEMA_VERSION} (set EXPLORER_STORE to another file)")
             if version == 1:
                 _script(db, _MIGRATE_1_TO_2)
+            if version in (1, 2):
+                db.execute(_MIGRATE_2_TO_3)
             _script(db, _SCHEMA)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("COMMIT")  # an error before this: closing the connection rolls back
@@ -169,7 +179,7 @@ class RunStore:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", (
+                db.execute(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,NULL)", (
                     run_id, scenario, canonical(config), result_key(scenario, config if key is None else key, code_version),
                     code_version,
                     status, time.time(), duration_s, json.dumps(summary), error))
@@ -188,14 +198,14 @@ class RunStore:
         """The newest complete run of exactly this key (config without view fields) on this code, if any."""
         with self._connect() as db:
             row = db.execute(
-                f"SELECT * FROM runs WHERE key = ? AND status IN ({','.join('?' * len(COMPLETE))}) "
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ? AND status IN ({','.join('?' * len(COMPLETE))}) "
                 "ORDER BY created_at DESC LIMIT 1",
                 (result_key(scenario, key, code_version), *COMPLETE)).fetchone()
         return _stored(row) if row else None
 
     def get(self, run_id: str) -> StoredRun | None:
         with self._connect() as db:
-            row = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return _stored(row) if row else None
 
     def frame(self, run_id: str) -> pd.DataFrame:
@@ -216,7 +226,7 @@ class RunStore:
     def list_runs(self, scenario: str | None = None, limit: int = 200, status: str | None = None) -> list[StoredRun]:
         """The newest runs first, of one scenario and one status when given."""
         wheres = [(column, value) for column, value in (("scenario", scenario), ("status", status)) if value]
-        query = "SELECT * FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
+        query = f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
         with self._connect() as db:
             rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
         return [_stored(row) for row in rows]
@@ -227,6 +237,23 @@ class RunStore:
             query, params = query + " WHERE scenario = ?", (scenario,)
         with self._connect() as db:
             return db.execute(query, params).fetchone()[0]
+
+    def record_counts(self, run_ids: list[str]) -> dict[str, int]:
+        """How many records each run holds (0 for a run that stopped before its first)."""
+        counts = dict.fromkeys(run_ids, 0)
+        with self._connect() as db:
+            for start in range(0, len(run_ids), 500):
+                chunk = run_ids[start:start + 500]
+                rows = db.execute(f"SELECT run_id, COUNT(*) FROM records WHERE run_id IN ({','.join('?' * len(chunk))}) "
+                                  "GROUP BY run_id", chunk).fetchall()
+                counts.update(dict(rows))
+        return counts
+
+    def rename(self, run_id: str, name: str | None) -> None:
+        """Give a run a name (stripped; empty or None clears it)."""
+        name = " ".join((name or "").split())[:80] or None
+        with self._connect() as db:
+            db.execute("UPDATE runs SET name = ? WHERE run_id = ?", (name, run_id))
 
     def delete(self, run_id: str) -> None:
         with self._connect() as db:
@@ -241,6 +268,6 @@ def _script(db: sqlite3.Connection, sql: str) -> None:
 
 
 def _stored(row: tuple) -> StoredRun:
-    run_id, scenario, config_json, _key, code_version, status, created_at, duration_s, summary_json, error = row
+    run_id, scenario, config_json, _key, code_version, status, created_at, duration_s, summary_json, error, name = row
     return StoredRun(run_id, scenario, json.loads(config_json), code_version, status, created_at, duration_s,
-                     json.loads(summary_json), error)
+                     json.loads(summary_json), error, name)

@@ -5,7 +5,9 @@ bar always reproduces the page (a page still at its defaults keeps its bare URL,
 the same). When a page is entered with settings in its URL (a shared link, a reload, "Open"
 on the Runs page), each value is checked through the scenario's pydantic Config; a bad one
 gets a warning that names the field and what is allowed, and the field keeps its default.
-Nothing else goes into the URL. A warning quotes what the link said, so it is one line of
+Beside the config, a comparison's page state (the overlaid runs, seed repeat, band and
+isolated setting: explorer/share.py) rides along, so a comparison's link restores it; nothing
+else goes into the URL. A warning quotes what the link said, so it is one line of
 plain text (explorer/plaintext.py): a crafted link shows its characters, never a link,
 an image or styled text inside the app's own warning.
 """
@@ -15,8 +17,10 @@ from typing import Any
 
 import streamlit as st
 
+from explorer import share
 from explorer.controls import widget_key
 from explorer.plaintext import one_line, plain
+from explorer.session import run_store
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 
@@ -45,6 +49,8 @@ def parse_query(scenario: Scenario, params: Mapping[str, str]) -> Restored:
     values: dict[str, Any] = {}
     warnings: list[str] = []
     for name, raw in params.items():
+        if name in share.PARAMS:
+            continue  # page state, not a setting (explorer/share.py)
         if name not in specs:
             warnings.append(one_line(f"The link's parameter {name!r} is not a setting of this page and was "
                                      f"ignored (settings: {', '.join(specs)})."))
@@ -99,6 +105,7 @@ def restore(scenario: Scenario) -> Restored | None:
     restored = parse_query(scenario, params)
     for name, spec in scenario.field_specs().items():
         st.session_state[widget_key(scenario, name)] = restored.values.get(name, spec["default"])
+    restored.warnings.extend(share.restore_page(scenario, params, run_store()))
     if restored.warnings:
         shown_for = config_query(scenario.validate(restored.values))
         st.session_state[_warnings_key(scenario)] = (restored.warnings, shown_for)
@@ -106,13 +113,15 @@ def restore(scenario: Scenario) -> Restored | None:
 
 
 def mirror(scenario: Scenario, config: ScenarioConfig) -> None:
-    """Write the page's config to the URL (only when it changed, to keep reruns quiet).
+    """Write the page's config, and its comparison state, to the URL (only when it changed, to keep
+    reruns quiet).
 
     A bare URL already means "the defaults", so it stays bare until a setting moves; from
     then on every field is written, so the link keeps meaning the same if defaults change.
     """
-    params, current = config_query(config), _query()
-    if not current and config == scenario.validate({}):
+    extra = share.page_query(scenario, config)
+    params, current = {**config_query(config), **extra}, _query()
+    if not current and config == scenario.validate({}) and not extra:
         return
     if current != params:
         st.query_params.from_dict(params)

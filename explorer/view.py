@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.compare import Overlay, dash_overlays, merge_lines, overlay_frame
+from explorer.compare import Overlay, overlay_frame
 from explorer.look import polish
+from explorer.overlay import group_current, merge_traces
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup, aggregate, banded_figures
 from scenarios.base import Scenario
-from scenarios.plotting import arm_colors
 
 
 @dataclass(frozen=True)
@@ -30,29 +30,31 @@ def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list
     """The current run's figures, with each overlaid stored run's lines drawn into them.
 
     A stored run is drawn by the scenario's own `figures` from its own records and its own
-    config, exactly as its page would draw it alone; its line traces are then copied into the
-    figure of the same name, renamed "name [what differs]", recolored per arm and dashed.
+    config, exactly as its page would draw it alone; its traces are then copied into the
+    figure of the same name, renamed "name [what differs]" and drawn as an overlay.
     (Appending its records to the current frame instead would let a figure that reads a
     metric across all arms mix the two runs into one line.)
     """
     view = _build(scenario, handle, band)
     base_arms = [str(a) for a in view.base["arm"].unique()]
-    colors = arm_colors(base_arms + [f"{a} [{o.label}]" for o in overlays for a in o.frame["arm"].unique()])
     missing: list[str] = []
     for overlay in overlays:
         try:
             own = scenario.figures(overlay.frame, scenario.validate(overlay.config))
         except Exception:  # a stored run the current code cannot draw
             own = {}
+        arms = [str(a) for a in overlay.frame["arm"].unique()]
         for name, figure in view.figures.items():
-            if name not in own or not merge_lines(figure, own[name], overlay, colors):
+            if name not in own or not merge_traces(figure, own[name], overlay.label, overlay.run_id, arms, base_arms):
                 missing.append(name)
     for fig in view.figures.values():
-        polish(dash_overlays(fig, overlays))
-    notes = [f"Overlaid: stored run {o.run_id} ({o.label}), its lines named “… [{o.label}]”, dashed."
-             for o in overlays]
+        if overlays:
+            group_current(fig)
+        polish(fig)
+    notes = [f"Overlaid: stored run {o.run_id} ({o.label}), named “… [{o.label}]”: lighter, dashed, "
+             "hollow markers, hatched bars." for o in overlays]
     if missing:
-        notes.append("Figures without lines to overlay show the current run only: "
+        notes.append("Figures with nothing to overlay (heatmaps, stacked bars) show the current run only: "
                      + ", ".join(dict.fromkeys(missing)) + ".")
     return View(view.base, view.figures, overlay_frame(view.data, overlays), [*view.notes, *notes])
 

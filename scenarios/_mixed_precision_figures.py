@@ -12,6 +12,8 @@ from scenarios.records import Records
 
 UNDERFLOW, ROUNDING, SUM = "x rounded to 16 bits", "w + δ in 16 bits", "10⁴ updates of 1e-4"
 FORMATS = ("fp16", "bf16", "fp32")
+# A format's traces carry its full name: "fp32" is also a training arm, and a category is never an arm
+FORMAT_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 HIST_EDGES = list(range(-48, 1, 2))  # engines.mixed_precision.HIST_EDGES: the bins' log2 |g| edges
 
 
@@ -81,9 +83,9 @@ def underflow_figure(records: Records) -> go.Figure:
     for name in FORMATS[:2]:
         error = records.values(UNDERFLOW, f"rel_error/{name}")
         if len(error):
-            fig.add_scatter(x=x, y=np.maximum(error, 2.0 ** -40), mode="lines", name=name,
+            fig.add_scatter(x=x, y=np.maximum(error, 2.0 ** -40), mode="lines", name=FORMAT_NAMES[name],
                             line=dict(color=format_color(name), width=3),
-                            hovertemplate=f"{name}<br>x = 2^%{{x}}<br>|round(x) − x|/x %{{y:.3g}}<extra></extra>")
+                            hovertemplate=f"{FORMAT_NAMES[name]}<br>x = 2^%{{x}}<br>|round(x) − x|/x %{{y:.3g}}<extra></extra>")
     fig.add_vline(x=-24, line_dash="dash", annotation_text="2⁻²⁴")
     fig.add_vline(x=-14, line_dash="dot", annotation_text="2⁻¹⁴: fp16 subnormals below", annotation_position="bottom right")
     return formats_legend(layout(fig, "Relative rounding error of x (1: x became 0)",
@@ -98,7 +100,7 @@ def rounding_figure(records: Records) -> go.Figure:
         for metric, dash, words in (("kept", "solid", "random w"), ("kept_up_at_one", "dot", "w = 1, δ > 0")):
             values = records.values(ROUNDING, f"{metric}/{name}")
             if len(values):
-                fig.add_scatter(x=x, y=values, mode="lines", name=f"{name}, {words}",
+                fig.add_scatter(x=x, y=values, mode="lines", name=f"{FORMAT_NAMES[name]}, {words}",
                                 line=dict(color=format_color(name), dash=dash, width=3))
     fig = layout(fig, "Updates w + δ that change w (shaded: the bands)",
                  "log2 |δ| / |w|  (fp16 band −12…−11, bf16 −9…−8)", "updates kept")
@@ -110,7 +112,7 @@ def sum_figure(records: Records) -> go.Figure:
     for name in FORMATS:
         values, updates = records.values(SUM, f"weight/{name}"), records.values(SUM, "updates")
         if len(values) and len(values) == len(updates):
-            label = "fp32 (a master copy)" if name == "fp32" else name
+            label = FORMAT_NAMES[name] + (" (a master copy)" if name == "fp32" else "")
             fig.add_scatter(x=updates, y=values, mode="lines", name=label,
                             line=dict(color=format_color(name), width=6 - 1.5 * FORMATS.index(name)))
     fig.add_hline(y=2.0, line_dash="dash", line_color="gray", annotation_text="1 + 10⁴·10⁻⁴ = 2",

@@ -12,6 +12,7 @@ The loss-curve and per-layer-profile figures that most scenarios draw live here.
 """
 import colorsys
 import math
+import threading
 import zlib
 from collections.abc import Iterable, Sequence
 
@@ -26,14 +27,43 @@ HASHED_SLOTS = 1000  # labels outside the universe spread over this many colours
 
 
 def palette_color(index: int) -> str:
-    """The arm colour at `index`: the base colours, then golden-angle hues at three lightnesses."""
+    """The arm colour at `index`: the base colours, then golden-angle hues at three lightnesses
+    and four saturations, skipping any that is a near twin of a base colour or repeats an earlier one."""
     if index < len(BASE_COLORS):
         return BASE_COLORS[index]
-    k = index - len(BASE_COLORS)
-    hue = (k * 0.618033988749895 + 0.07) % 1.0
-    lightness = (0.38, 0.50, 0.30)[k % 3]
-    r, g, b = colorsys.hls_to_rgb(hue, lightness, 0.75)
-    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+    with _GENERATED_LOCK:
+        while len(_GENERATED) <= index - len(BASE_COLORS):
+            _GENERATED.append(_next_generated())
+    return _GENERATED[index - len(BASE_COLORS)]
+
+
+_GENERATED: list[str] = []  # a memo of a pure sequence: grows the same way in every process
+_GENERATED_LOCK = threading.Lock()
+_CANDIDATE = [0]
+_SEEN: set[str] = set()
+
+
+def _next_generated() -> str:
+    while True:
+        k = _CANDIDATE[0]
+        _CANDIDATE[0] += 1
+        hue, lightness = (k * 0.618033988749895 + 0.07) % 1.0, (0.38, 0.50, 0.30)[k % 3]
+        r, g, b = colorsys.hls_to_rgb(hue, lightness, (0.75, 0.6, 0.9, 0.5)[k // 3 % 4])
+        color = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        if min(_distance(color, base) for base in BASE_COLORS) > NEAR_TWIN and color not in _SEEN:
+            _SEEN.add(color)
+            return color
+
+
+NEAR_TWIN = 80  # "redmean" RGB distance below which two colours read as one on a chart
+
+
+def _distance(one: str, other: str) -> float:
+    """A cheap perceptual RGB distance (the "redmean" weighting)."""
+    r1, g1, b1 = (int(one[i:i + 2], 16) for i in (1, 3, 5))
+    r2, g2, b2 = (int(other[i:i + 2], 16) for i in (1, 3, 5))
+    mean = (r1 + r2) / 2
+    return math.sqrt((2 + mean / 256) * (r1 - r2) ** 2 + 4 * (g1 - g2) ** 2 + (2 + (255 - mean) / 256) * (b1 - b2) ** 2)
 
 
 def category_color(index: int) -> str:
@@ -69,7 +99,7 @@ def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: boo
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", exponentformat="power")
     if log_y:
-        fig.update_yaxes(dtick=log_dtick(fig))
+        fig.update_yaxes(**log_ticks(v for trace in fig.data if trace.y is not None for v in trace.y))
     return fig
 
 
@@ -83,12 +113,45 @@ def is_full_width(fig: go.Figure) -> bool:
     return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("full_width"))
 
 
-def log_dtick(fig: go.Figure) -> int | str:
-    """Label every decade when the data spans several; else decades plus 2s and 5s ("D2")."""
-    values = [v for trace in fig.data if trace.y is not None for v in trace.y if v is not None and v > 0]
-    if not values:
-        return "D2"
-    return 1 if math.log10(max(values) / min(values)) > 2 else "D2"
+MAX_LOG_LABELS = 8  # a log axis over more decades than this is labelled every few decades
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def tick_text(value: float) -> str:
+    """A log-axis label written out: '0.5', '20', '5×10⁻⁴' (never a bare mantissa digit)."""
+    if 1e-3 <= value < 1e5:
+        return f"{value:g}"
+    exponent = math.floor(math.log10(value) + 1e-9)
+    mantissa = round(value / 10 ** exponent, 6)
+    power = "10" + str(exponent).translate(SUPERSCRIPT)
+    return power if mantissa == 1 else f"{mantissa:g}×{power}"
+
+
+def log_ticks(values: Iterable[float]) -> dict:
+    """Tick settings for a log axis over `values`: every decade (or every few) when they span more
+    than two decades; else 1, 2, 5 (or 1…9) × 10^k, each written in full. Plotly's own short-range
+    log ticks label the 2s and 5s with a bare digit ("5" for 0.5), which reads wrong."""
+    positive = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    if not positive:
+        return dict(tickmode=None, dtick=None)
+    low, high = math.log10(min(positive)), math.log10(max(positive))
+    if high - low > 2:
+        return dict(tickmode=None, tickvals=None, ticktext=None, dtick=max(1, math.ceil((high - low) / MAX_LOG_LABELS)))
+    if high - low < 0.3:
+        return dict(tickmode=None, tickvals=None, ticktext=None, dtick=None)  # plotly writes such ticks in full
+    for mantissas in ((1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [float(f"{m}e{k}") for k in range(math.floor(low) - 1, math.ceil(high) + 1) for m in mantissas
+                 if low - 0.1 <= math.log10(m) + k <= high + 0.1]
+        if len(ticks) >= 3:
+            break
+    return dict(tickmode="array", tickvals=ticks, ticktext=[tick_text(v) for v in ticks], dtick=None)
+
+
+def is_own_log_ticks(axis) -> bool:
+    """Whether a log axis's ticks are plotly's or `log_ticks`'s (not a scenario's own tick labels)."""
+    if axis.tickvals is None:
+        return axis.dtick in (None, 1, "1", "D1", "D2")
+    return axis.ticktext is not None and list(axis.ticktext) == [tick_text(v) for v in axis.tickvals]
 
 
 def spans_decades(values: Iterable[float], decades: float = 2.0) -> bool:

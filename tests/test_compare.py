@@ -114,3 +114,28 @@ def test_overlay_and_isolation_on_the_page() -> None:
     assert at.selectbox(key="isolate-field:vanishing-gradients").value == "depth"
     isolation = [c for c in at.get("plotly_chart") if "Final loss against depth" in c.proto.spec]
     assert isolation, "the isolation figure is drawn"
+
+
+def test_axis_decisions_include_the_overlay() -> None:
+    """A 170-nat stored run drawn on a log axis by its own figure makes the merged axis log; a fixed
+    range grows to hold the overlay; the legend groups each run under a title."""
+    from explorer.overlay import group_current, merge_traces
+    from scenarios.plotting import curves_figure
+    from scenarios.records import Records
+    calm = frame_of([("relu", s, "loss", 0.7 - 0.01 * s) for s in range(5)])
+    wild = frame_of([("relu", s, "loss", 170.0 / 10 ** s) for s in range(5)])
+    current = curves_figure(Records(calm), {"relu": "#1f77b4"}, "loss", title="loss", y_title="loss")
+    own = curves_figure(Records(wild), {"relu": "#1f77b4"}, "loss", title="loss", y_title="loss")
+    assert current.layout.yaxis.type == "linear" and own.layout.yaxis.type == "log"
+    assert merge_traces(current, own, "lr=1", "r1", ["relu"], ["relu"])
+    assert current.layout.yaxis.type == "log" and "log scale" in current.layout.yaxis.title.text
+    group_current(current)
+    assert [t.legendgroup for t in current.data] == ["this run", "run r1"]
+    assert current.data[1].legendgrouptitle.text == "[lr=1] · run r1"
+
+    fixed = curves_figure(Records(calm), {"relu": "#1f77b4"}, "loss", title="loss", y_title="loss")
+    fixed.update_yaxes(range=[0.6, 0.8])
+    other = curves_figure(Records(calm.assign(value=calm["value"] + 1)), {"relu": "#1f77b4"}, "loss", title="loss",
+                          y_title="loss")
+    merge_traces(fixed, other, "seed=1", "r2", ["relu"], ["relu"])
+    assert fixed.layout.yaxis.range[1] >= 1.7, fixed.layout.yaxis.range

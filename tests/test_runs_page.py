@@ -1,10 +1,14 @@
-"""The Runs page: stored runs with what differs from the defaults, status and duration;
-filter by scenario, delete a run, open it on its page (served from the store)."""
+"""The Runs page: a table of stored runs with what differs from the defaults, status, duration and
+the scenario's headline numbers; filter by scenario and status, hide empty stopped runs, name,
+delete, open one, or open several compared (and the comparison's URL restores it)."""
+import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.runs_page import run_row
 from explorer.store import RunStore
 from scenarios import all_scenarios, get_scenario
+from scenarios.base import COLUMNS
 
 SCENARIO = get_scenario("vanishing-gradients")
 
@@ -33,26 +37,94 @@ def test_a_row_says_what_differs_from_the_defaults() -> None:
     assert run_row(broken, {SCENARIO.id: SCENARIO}).query is None, "a run whose settings are no longer valid cannot be opened"
 
 
-def test_runs_page_lists_filters_deletes_and_opens() -> None:
+def table_of(at: AppTest):
+    return at.dataframe(key="runs:table").value
+
+
+def tick(at: AppTest, *rows: int) -> AppTest:
+    at.session_state["runs:table"] = {"selection": {"rows": list(rows), "columns": []}}
+    return at.run()
+
+
+def test_runs_page_lists_filters_names_deletes_and_opens() -> None:
     kept = save({"depth": 6})
     doomed = save({"depth": 5}, status="stopped")
+    empty = RunStore().save(SCENARIO.id, SCENARIO.validate(SCENARIO.tiny).model_dump(mode="json"),
+                            SCENARIO.code_version(), "stopped", pd.DataFrame(columns=COLUMNS), {})
     at = AppTest.from_function(runs_app, default_timeout=60).run()
     assert not at.exception
-    text = " ".join(m.value for m in at.markdown)
-    assert "depth=6, width=16, steps=12" in text and ":green-badge[finished]" in text and ":gray-badge[stopped]" in text
-    assert "1.2 s" in text or "1.3 s" in text
+    rows = table_of(at)
+    assert list(rows["run"]) == [doomed, kept], "newest first; the empty stopped run is hidden by default"
+    assert list(rows["settings that differ"]) == ["depth=5, width=16, steps=12", "depth=6, width=16, steps=12"]
+    assert list(rows["status"]) == ["stopped", "finished"] and rows["duration (s)"].tolist() == [1.2, 1.2]
+    at.toggle(key="runs:empty").set_value(True).run()
+    assert empty in list(table_of(at)["run"])
+    at.toggle(key="runs:empty").set_value(False).run()
 
     at.selectbox(key="runs:scenario").set_value(SCENARIO.id).run()
-    assert at.button(key=f"open:{kept}") is not None
+    headline = RunStore().get(kept).summary["headline"]
+    assert set(headline) <= set(table_of(at).columns), "one scenario: a column per headline number"
+    row = table_of(at).set_index("run").loc[kept]
+    assert all(abs(row[name] - value) < 1e-9 for name, value in headline.items()), row
+    at.multiselect(key="runs:status").set_value(["finished"]).run()
+    assert list(table_of(at)["run"]) == [kept], "filtered by status"
+    at.multiselect(key="runs:status").set_value(["finished", "stopped"]).run()
 
-    at.button(key=f"delete:{doomed}").click().run()
-    assert RunStore().get(doomed) is None
-    assert kept in " ".join(m.value for m in at.markdown) and doomed not in " ".join(m.value for m in at.markdown)
+    tick(at, 1)  # the kept run
+    at.text_input(key=f"runs:name:{kept}").input("the baseline")
+    at.button(key="runs:rename").click().run()
+    assert RunStore().get(kept).name == "the baseline" and table_of(at).set_index("run").loc[kept, "name"] == "the baseline"
 
-    at.button(key=f"open:{kept}").click().run()
+    tick(at, 0)  # the stopped run
+    at.button(key="runs:delete").click().run()
+    assert RunStore().get(doomed) is None and list(table_of(at)["run"]) == [kept]
+
+    tick(at, 0)
+    at.button(key="runs:open").click().run()
     assert not at.exception
     assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {kept}")
     assert at.query_params["depth"] == "6" and at.sidebar.slider(key=f"{SCENARIO.id}.depth").value == 6
+
+
+@pytest.mark.slow
+def test_three_runs_open_compared_and_their_url_restores_the_comparison() -> None:
+    """Tick three runs -> Open compared: the first shown, the others overlaid; the URL alone (a new
+    session) restores the same comparison; a run missing from the store is named in one line."""
+    runs = [save({"depth": depth}) for depth in (4, 5, 6)][::-1]  # the table lists the newest first
+    at = AppTest.from_function(runs_app, default_timeout=60).run()
+    at.selectbox(key="runs:scenario").set_value(SCENARIO.id).run()
+    tick(at, 0, 1, 2)
+    at.button(key="runs:compare").click().run()
+    assert not at.exception
+    assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {runs[0]}")
+    assert at.session_state[f"overlay:{SCENARIO.id}"] == runs[1:]
+    assert at.query_params["compare"] == ",".join(runs[1:]) and at.query_params["depth"] == "6"
+    assert at.query_params["run"] == runs[0], "the run shown is pinned (a run of older code has no config match)"
+    loss = next(c for c in at.get("bidi_component") if "Training loss" in c.proto.json)
+    assert "[depth=5]" in loss.proto.json and "[depth=4]" in loss.proto.json
+
+    link = dict(at.query_params)
+    fresh = AppTest.from_function(scenario_page, default_timeout=60)
+    fresh.query_params.update(link)
+    fresh.run()
+    assert not fresh.exception and not fresh.warning
+    assert fresh.get("progress")[0].proto.text.startswith(f"Served from the run store: run {runs[0]}")
+    assert fresh.multiselect(key=f"overlay:{SCENARIO.id}").value == runs[1:]
+    assert dict(fresh.query_params) == link
+
+    RunStore().delete(runs[2])
+    gone = AppTest.from_function(scenario_page, default_timeout=60)
+    gone.query_params.update(link)
+    gone.run()
+    warnings = [w.value for w in gone.warning]
+    assert len(warnings) == 1 and runs[2] in warnings[0] and "Showing the other 1" in warnings[0], warnings
+    assert gone.multiselect(key=f"overlay:{SCENARIO.id}").value == [runs[1]]
+
+
+def scenario_page() -> None:
+    from explorer.scenario_page import render_scenario
+    from scenarios import get_scenario
+    render_scenario(get_scenario("vanishing-gradients"))
 
 
 def test_an_empty_store_says_how_to_fill_it() -> None:

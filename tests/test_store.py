@@ -86,7 +86,7 @@ PRAGMA user_version = 1;
 
 
 def test_a_schema_1_store_is_migrated_with_its_runs(isolated_store) -> None:
-    """A store written by the old code (value NOT NULL, ±inf as REAL) opens as schema 2, runs intact."""
+    """A store written by the old code (value NOT NULL, ±inf as REAL) opens as the current schema, runs intact."""
     db = sqlite3.connect(isolated_store)
     db.executescript(SCHEMA_1)
     db.execute("INSERT INTO runs VALUES ('old', 'demo', '{}', 'k', 'v1', 'finished', 1.0, 2.0, '{}', NULL)")
@@ -95,13 +95,35 @@ def test_a_schema_1_store_is_migrated_with_its_runs(isolated_store) -> None:
     db.commit()
     db.close()
     store = RunStore()
-    assert sqlite3.connect(isolated_store).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert sqlite3.connect(isolated_store).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert store.frame("old")["value"].tolist() == [0.7, math.inf, -math.inf, 0.5]
     assert store.get("old").status == "finished" and [r.run_id for r in store.list_runs()] == ["old"]
     nan = pd.DataFrame({"arm": ["a"], "step": [0], "metric": ["loss"], "value": [math.nan]})
     assert math.isnan(store.frame(store.save("demo", {}, "v1", "diverged", nan, {}))["value"][0])
     store.delete("old")
     assert store.frame("old").empty, "records still cascade with their run"
+
+
+def test_a_schema_2_store_gains_run_names_with_its_runs_intact(isolated_store) -> None:
+    """Schema 2 had no `name`: opening it adds the column (empty), and a run can then be named."""
+    db = sqlite3.connect(isolated_store)
+    db.executescript(SCHEMA_1)
+    db.close()
+    RunStore()  # schema 1 -> current
+    db = sqlite3.connect(isolated_store)
+    db.executescript("ALTER TABLE runs DROP COLUMN name; PRAGMA user_version = 2;")  # what schema 2 was
+    db.execute("INSERT INTO runs VALUES ('old', 'demo', '{}', 'k', 'v1', 'finished', 1.0, 2.0, '{}', NULL)")
+    db.execute("INSERT INTO records VALUES ('old', 'a', 0, 'loss', 0.7, NULL)")
+    db.commit()
+    db.close()
+    store = RunStore()
+    assert sqlite3.connect(isolated_store).execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store.get("old").name is None and store.frame("old")["value"].tolist() == [0.7]
+    store.rename("old", "  the  baseline ")
+    assert store.get("old").name == "the baseline" and store.list_runs()[0].name == "the baseline"
+    assert store.record_counts(["old", "gone"]) == {"old": 1, "gone": 0}
+    store.rename("old", "")
+    assert store.get("old").name is None, "an empty name clears it"
 
 
 @pytest.mark.parametrize("where", ["a directory", "not a database", "under a file", "a read-only place"])

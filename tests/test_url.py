@@ -137,3 +137,23 @@ def test_a_link_to_a_stored_config_shows_the_stored_run_at_once() -> None:
     assert not at.exception
     assert at.get("progress")[0].proto.text.startswith("Served from the run store")
     assert len([c for c in at.get("bidi_component") if '"figure"' in c.proto.json]) >= 3  # the page's charts
+
+
+def test_a_comparison_link_restores_seeds_band_and_isolated_setting() -> None:
+    """seeds, band and isolate are page state in the URL: restored into their widgets, written back,
+    never taken for settings; a bad one is warned about in one line."""
+    scenario = get_scenario(SCENARIO_ID)
+    tiny = config_query(scenario.validate(scenario.tiny))
+    at = open_page({**tiny, "seeds": "3", "band": "mean ± std", "isolate": "depth"})
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    assert at.sidebar.number_input(key=f"seeds:{SCENARIO_ID}").value == 3
+    assert at.sidebar.radio(key=f"band:{SCENARIO_ID}").value == "mean ± std"
+    assert at.session_state[f"isolate-field:{SCENARIO_ID}"] == "depth"
+    assert {k: at.query_params[k] for k in ("seeds", "band", "isolate")} == {
+        "seeds": "3", "band": "mean ± std", "isolate": "depth"}
+
+    bad = open_page({**tiny, "seeds": "99", "band": "wide", "isolate": "colour", "compare": "nope"})
+    assert not bad.exception
+    text = " ".join(shown(w.value) for w in bad.warning)
+    assert "seeds='99' was not used" in text and "band='wide'" in text and "isolate='colour'" in text
+    assert "not in this run store: nope" in text and all("\n" not in w.value for w in bad.warning)

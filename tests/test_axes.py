@@ -1,0 +1,49 @@
+"""Axes that read right: log ticks written in full (never a bare "5" meaning 0.5), a tick at every
+integer on a short integer axis (never at 0.5), a legend too long for the side moved below, and a
+subplot title wider than its column wrapped."""
+import plotly.graph_objects as go
+import pytest
+from plotly.subplots import make_subplots
+
+from explorer.look import polish
+from scenarios import all_scenarios
+from scenarios.plotting import is_own_log_ticks, layout, log_ticks, tick_text
+from tests.tiny_runs import tiny_frame
+
+
+def test_log_ticks_are_decades_or_numbers_written_in_full() -> None:
+    short = log_ticks([0.3, 2.3])
+    assert short["ticktext"] == ["0.5", "1", "2"], short
+    assert log_ticks([1e-7, 1.0])["dtick"] == 1 and log_ticks([1e-30, 1.0])["dtick"] == 4
+    assert [tick_text(v) for v in (5e-4, 1e-6, 2e5, 0.05)] == ["5×10⁻⁴", "10⁻⁶", "2×10⁵", "0.05"]
+
+
+def test_an_integer_axis_over_a_short_range_ticks_every_integer() -> None:
+    fig = layout(go.Figure(go.Scatter(x=[0, 1, 2, 3], y=[0.1, 0.2, 0.15, 0.3])), "t", "step", "loss")
+    polish(fig)
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick is None, "steps are integers, the loss is not"
+    long = polish(layout(go.Figure(go.Scatter(x=list(range(500)), y=[1.0] * 500)), "t", "step", "loss"))
+    assert long.layout.xaxis.dtick is None, "a long axis keeps plotly's own (integer) ticks"
+
+
+def test_a_long_legend_goes_below_and_the_figure_grows_to_hold_it() -> None:
+    fig = go.Figure([go.Scatter(x=[0, 1], y=[i, i + 1], name=f"a{i}") for i in range(20)])
+    polish(fig)
+    assert fig.layout.legend.orientation == "h" and fig.layout.height > 430 + 19 * 19
+
+
+def test_a_subplot_title_wider_than_its_column_wraps() -> None:
+    titles = ["sigmoid · pytorch-default · residual · layer norm"] * 4
+    fig = polish(make_subplots(rows=1, cols=4, subplot_titles=titles))
+    assert all("<br>" in a.text and a.font.size == 12 for a in fig.layout.annotations)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
+def test_no_log_axis_keeps_bare_digit_ticks(scenario) -> None:
+    for name, figure in scenario.figures(tiny_frame(scenario.id), scenario.validate(scenario.tiny)).items():
+        polish(figure)
+        for key in [k for k in figure.layout.to_plotly_json() if k[:5] in ("xaxis", "yaxis")]:
+            axis = figure.layout[key]
+            if axis.type == "log" and is_own_log_ticks(axis):
+                assert axis.dtick not in ("D1", "D2"), f"{scenario.id}/{name}/{key}: dtick {axis.dtick}"
