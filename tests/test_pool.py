@@ -151,6 +151,7 @@ pool = WorkerPool(size=2)
 pool.wait_ready(120)
 print(" ".join(map(str, pool.pids())), flush=True)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as `streamlit run` does: exit, atexit runs
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal (a background job ignores it)
 time.sleep(600)
 """
 
