@@ -139,3 +139,27 @@ def test_an_overlaid_arm_never_takes_a_colour_another_arm_holds() -> None:
     same = go.Figure(go.Scatter(x=[0, 1], y=[3, 4], name="a", line=dict(color="#d62728")))
     merge_traces(current, same, "lr=0.2", "r2", ["a"], ["a"])
     assert current.data[2].line.color == "#d62728", "the same arm keeps its colour in the other run"
+
+
+@pytest.mark.parametrize("scenario_id, first, second", [
+    ("warmup", {"norm": "post-ln", "contrast": "other LayerNorm placement"},
+     {"norm": "pre-ln", "contrast": "other LayerNorm placement"}),
+    ("vanishing-gradients", {"activation": "sigmoid", "contrast": "relu + he"},
+     {"activation": "relu", "init": "he", "contrast": "none"}),
+])
+def test_an_arm_keeps_its_colour_across_two_configs_whose_arms_come_in_another_order(scenario_id, first, second):
+    """Two real runs whose arm lists differ in order: every arm label they share has one colour."""
+    from scenarios import get_scenario
+    scenario = get_scenario(scenario_id)
+    colors: dict[str, set[str]] = {}
+    orders = []
+    for values in (first, second):
+        config = scenario.validate({**scenario.tiny, **values})
+        frame = scenario.run(config).frame
+        orders.append(list(frame["arm"].unique()))
+        for figure in scenario.figures(frame, config).values():
+            for arm, trace, _ in arm_traces(figure, orders[-1]):
+                colors.setdefault(arm, set()).add(trace_color(trace))
+    shared = set(orders[0]) & set(orders[1])
+    assert any(orders[0].index(arm) != orders[1].index(arm) for arm in shared), f"an arm moved: {orders}"
+    assert all(len(colors.get(arm, ())) == 1 for arm in shared), {a: colors.get(a) for a in shared}
