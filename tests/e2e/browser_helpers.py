@@ -13,13 +13,18 @@ def button(page, name: str):
     return page.locator(MAIN).get_by_role("button", name=name, exact=True)
 
 
-def wait_idle(page, timeout_s: float = 30) -> None:
-    """Wait until Streamlit reports no script run in progress (stApp's data-test-script-state)."""
+def wait_idle(page, timeout_s: float = 30, quiet_checks: int = 1) -> None:
+    """Wait until Streamlit reports no script run in progress (stApp's data-test-script-state)
+    at `quiet_checks` checks in a row, 0.2 s apart. During a run the status fragment reruns
+    every tick, so only a finished page stays quiet for several checks."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
     time.sleep(0.3)
+    quiet = 0
     while time.monotonic() < deadline:
-        if page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state") != "running":
+        running = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state") == "running"
+        quiet = 0 if running else quiet + 1
+        if quiet >= quiet_checks:
             return
         time.sleep(0.2)
     raise AssertionError(f"the app script was still running after {timeout_s} s")
@@ -80,6 +85,14 @@ def wait_progress(page, pattern: str, timeout_s: float) -> str:
             return text
         time.sleep(0.25)
     raise AssertionError(f"progress text never matched {pattern!r} within {timeout_s} s; last: {text!r}")
+
+
+def wait_done(page, pattern: str, timeout_s: float) -> str:
+    """Wait for a run's end state in the progress text (`pattern`), then for the rerun that draws
+    its final view: the status fragment writes "Finished" before the page's last redraw."""
+    text = wait_progress(page, pattern, timeout_s)
+    wait_idle(page, 60, quiet_checks=4)
+    return text
 
 
 def open_scenario(page, app_url: str, path: str, title: str) -> None:

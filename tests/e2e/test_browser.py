@@ -10,7 +10,7 @@ import re
 import pytest
 
 from browser_helpers import (PLOT, SIDEBAR, button, displayed_value, open_scenario, press_on_slider, progress_text,
-                             wait_idle, wait_progress)
+                             wait_done, wait_idle, wait_progress)
 
 pytestmark = [pytest.mark.browser]
 
@@ -37,7 +37,7 @@ def test_gallery_to_finished_run(page, app_url):
     before, after = press_on_slider(page, "steps", "Home")
     assert after < before and after == 10, f"steps went {before} -> {after}"
 
-    text = wait_progress(page, r"^Finished after 10 steps", RUN_TIMEOUT_S)
+    text = wait_done(page, r"^Finished after 10 steps", RUN_TIMEOUT_S)
     assert "stored as run" in text, text
 
     heatmap = page.locator(PLOT).filter(has_text="layer × step")
@@ -72,11 +72,12 @@ def test_memory_timeline_spans_the_page(page, app_url):
     """DDP vs FSDP: the timeline through one step is drawn full-width below the two-column grid."""
     open_scenario(page, app_url, "/ddp-fsdp-memory", "DDP vs FSDP memory")
     button(page, "Run").click()
-    wait_progress(page, r"^(Finished|Served from the run store)", 180)
+    wait_done(page, r"^(Finished|Served from the run store)", 180)
     timeline = page.locator(PLOT).filter(has_text="block by block through step 1")
     timeline.first.wait_for(timeout=30_000)
     half = page.locator(PLOT).filter(has_text="Loss of every strategy").first.bounding_box()
     full = timeline.first.bounding_box()
     assert full["width"] > 1.7 * half["width"], f"timeline {full['width']:.0f}px vs a grid plot {half['width']:.0f}px"
+    from playwright.sync_api import expect
     for arm in ("ddp · N=2", "fsdp-zero3 · N=2", "fsdp-zero2 · N=2"):
-        assert timeline.first.get_by_text(arm, exact=True).count() == 1, f"no {arm} row in the timeline"
+        expect(timeline.first.get_by_text(arm, exact=True), f"no {arm} row in the timeline").to_have_count(1, timeout=15_000)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from browser_helpers import MAIN, PLOT, button, progress_text, wait_idle, wait_progress
+from browser_helpers import MAIN, PLOT, button, progress_text, wait_done, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -18,7 +18,7 @@ def train(page, app_url: str, depth: int) -> str:
     page.goto(f"{app_url}/vanishing-gradients?depth={depth}&{TINY}")
     wait_idle(page)
     button(page, "Run").click()
-    text = wait_progress(page, r"stored as run|Served from the run store", RUN_TIMEOUT_S)
+    text = wait_done(page, r"stored as run|Served from the run store", RUN_TIMEOUT_S)
     return re.search(r"run ([0-9a-f]{12})", text).group(1)
 
 
