@@ -8,7 +8,9 @@ headless run, page run, ... (each repeat with a new seed, so every run trains). 
 
 - first plot: from the Run click to the first chart drawn with data in it (warm pool);
 - page / headless: the run's time in the page (Run click to "Finished" on screen) over the
-  headless worker's `Scenario.run` time of the same config (medians);
+  headless worker's `Scenario.run` time of the same config (medians); "in the worker" is the
+  page's worker's own `Scenario.run` time (the status line's "in … s"): training slowed by
+  what runs beside it, against the time around training (handing the run over, the last redraw);
 - longest task: the browser main thread's longest task during the run (PerformanceObserver
   `longtask`; 50 ms is the smallest it reports);
 - expander: from the click on "The mechanism" mid-run to the frame that shows it open;
@@ -22,6 +24,7 @@ machine is shared, so read the numbers beside it.
 """
 import argparse
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -34,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from explorer.pool import WorkerPool  # noqa: E402
+from explorer.processes import descendants  # noqa: E402
 from explorer.runs import RunHandle  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 
@@ -57,6 +61,13 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_or_zero(pid: int) -> float:
+    try:
+        return cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):  # it ended
+        return 0.0
 
 
 def status(page) -> str:
@@ -103,8 +114,22 @@ def expander_open_ms(page) -> float | None:
     return page.evaluate("() => window.__opened - window.__clickAt")
 
 
+def wait_workers_quiet(server_pid: int, timeout_s: float = 60) -> None:
+    """Until the server's workers (and anything else below it) idle: a worker still importing
+    torch, or a run not yet ended, would share the cores with the run measured next."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        below = descendants(server_pid)
+        before = sum(map(cpu_or_zero, below))
+        time.sleep(0.5)
+        after = sum(map(cpu_or_zero, below))
+        if after - before < 0.025:
+            return
+
+
 def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     open_page(page, base, scenario.id, seed)
+    wait_workers_quiet(server_pid)
     page.evaluate("() => { window.__long = []; }")
     cpu_before = cpu_seconds(server_pid)
     clicked = time.perf_counter()
@@ -117,8 +142,11 @@ def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     drew = drew or page.evaluate(DRAWN_WITH_DATA)
     cpu = cpu_seconds(server_pid) - cpu_before
     longest = max((t["ms"] for t in page.evaluate("() => window.__long")), default=0.0)
+    text = status(page)
+    trained = re.search(r" in ([0-9.]+) s", text)  # the worker's own time for Scenario.run
     return {"first_s": first - clicked if drew else None, "page_s": done - clicked, "longest_ms": longest, "expander_ms": expander,
-            "server_cpu": cpu / (done - clicked), "status": status(page)}
+            "server_cpu": cpu / (done - clicked), "worker_s": float(trained.group(1)) if trained else None,
+            "status": text}
 
 
 def stored_shown_s(page) -> float | None:
@@ -173,7 +201,8 @@ def main() -> None:
         server.terminate()
         server.wait(30)
     print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    header = ("scenario", "first plot (s)", "page / headless", "page run (s)", "headless (s)", "longest task (ms)",
+    header = ("scenario", "first plot (s)", "page / headless", "page run (s)", "in the worker (s)", "headless (s)",
+              "longest task (ms)",
               "expander (ms)", "stored shown (s)", "server CPU")
     table = [header] + rows
     widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
@@ -195,12 +224,13 @@ def measure(page, base: str, scenario, headless: WorkerPool, server_pid: int, re
         alone.append(handle.train_seconds or float("nan"))
     if any(not p["status"].startswith("Finished") or p["first_s"] is None for p in pages):
         why = pages[-1]["status"][:50] if not pages[-1]["status"].startswith("Finished") else "no chart drawn"
-        return (scenario.id, why, "", "", "", "", "", "", "")
+        return (scenario.id, why, "", "", "", "", "", "", "", "")
     shown = stored_shown_s(page)
     med = lambda key: statistics.median(p[key] for p in pages if p[key] is not None)  # noqa: E731
     page_s, alone_s = med("page_s"), statistics.median(alone)
     expanders = [p["expander_ms"] for p in pages if p["expander_ms"] is not None]
-    return (scenario.id, f"{med('first_s'):.2f}", f"{page_s / alone_s:.2f}", f"{page_s:.2f}", f"{alone_s:.2f}",
+    return (scenario.id, f"{med('first_s'):.2f}", f"{page_s / alone_s:.2f}", f"{page_s:.2f}", f"{med('worker_s'):.2f}",
+            f"{alone_s:.2f}",
             f"{max(p['longest_ms'] for p in pages):.0f}", f"{max(expanders):.0f}" if expanders else "n/a",
             f"{shown:.2f}" if shown is not None else "n/a", f"{med('server_cpu'):.0%}")
 
