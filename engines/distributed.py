@@ -87,7 +87,7 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
                 [sys.executable, "-m", "engines.dist_worker", "--job", json.dumps(job), "--rank", str(rank),
                  "--world-size", str(world), "--port", str(ports[world]), "--timeout-s", str(collective_timeout_s)],
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[index],
-                text=True, process_group=0))
+                text=True, start_new_session=True))
             threading.Thread(target=_pump, args=(index, procs[-1].stdout, lines), daemon=True).start()
         turn, live, deadline = 0, list(range(len(members))), time.monotonic() + timeout_s
         heard = time.monotonic()  # when the consumer last had an item

@@ -14,16 +14,8 @@ one worker per core, at most `MAX_WORKERS` (`EXPLORER_WORKERS` overrides).
 - No worker outlives the server: `shutdown` (also at interpreter exit) closes their stdin
   and ends what is left; a worker whose stdin closes — the server died, however — stops
   its run and exits by itself.
-- Training comes first (`favour_workers`, the page's pool): on a machine with few cores the
-  page competes with the run it draws. A worker runs in its own process group but in the
-  server's session, so Linux's autogroup scheduler weighs the two in one group, where every
-  thread of the server but the launcher yields to the workers (nice `UI_NICE`). Workers
-  are started by the launcher thread, so they keep the server's first nice value (a process
-  may raise its nice value, not lower it back). Measured on 2 cores, vanishing-gradients'
-  default in the page: the worker waited 1.0–1.2 s of a 4 s run for a core before, 0.5 s after.
 """
 import atexit
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -42,7 +34,6 @@ from scenarios.base import Machine
 ROOT = Path(__file__).resolve().parent.parent
 MAX_WORKERS = 4
 STOP_GRACE_S = 0.4   # a run asked to stop has this long to end before its worker is ended
-UI_NICE = int(os.environ.get("EXPLORER_UI_NICE", "5"))  # the server's threads' nice value (`favour_workers`); 0: off
 CRASH_TAIL_CHARS = 4000
 
 
@@ -72,8 +63,7 @@ class Worker:
 
 
 class WorkerPool:
-    def __init__(self, size: int | None = None, env: dict[str, str] | None = None,
-                 favour_workers: bool = False) -> None:
+    def __init__(self, size: int | None = None, env: dict[str, str] | None = None) -> None:
         self.size = size or pool_size()
         # A worker imports a run's scenario by the module name this process knows it by.
         path = dict.fromkeys([str(ROOT), *(p for p in sys.path if p and os.path.isdir(p))])
@@ -85,12 +75,6 @@ class WorkerPool:
         self._closed = False
         self._failure: str | None = None  # why no worker could start, once none could
         atexit.register(self.shutdown)
-        # One thread starts every worker and its reader: created now, it keeps this thread's
-        # nice value when `yield_to_workers` lowers the rest of the process.
-        self._launcher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="worker-launcher")
-        launcher_tid = self._launcher.submit(threading.get_native_id).result()
-        if favour_workers and UI_NICE > 0:
-            yield_to_workers(keep={launcher_tid})
         with self._lock:
             for _ in range(self.size):
                 self._spawn()
@@ -160,7 +144,6 @@ class WorkerPool:
             if self._closed:
                 return
             self._closed = True
-            self._launcher.shutdown(wait=False)
             queued, self._queue = list(self._queue), deque()
             workers = list(self._workers)
             for worker in workers:
@@ -182,18 +165,13 @@ class WorkerPool:
 
     # --- inside -----------------------------------------------------------------------------
     def _spawn(self) -> None:
-        """Start a worker (holding the lock), from the launcher thread: see the module doc."""
-        self._workers.append(self._launcher.submit(self._launch).result())
-
-    def _launch(self) -> Worker:
         stderr = tempfile.TemporaryFile(mode="w+")
-        # A process group of its own (Ctrl-C at the server's terminal is the server's), the server's session.
         proc = subprocess.Popen([sys.executable, "-m", "explorer.worker"], cwd=ROOT, env=self._env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                bufsize=1, process_group=0)
+                                bufsize=1, start_new_session=True)  # Ctrl-C at the server's terminal is the server's
         worker = Worker(proc, stderr)
+        self._workers.append(worker)
         threading.Thread(target=self._read, args=(worker,), name=f"worker-{proc.pid}", daemon=True).start()
-        return worker
 
     def _send(self, worker: Worker, command: dict[str, Any]) -> None:
         try:
@@ -263,27 +241,6 @@ class WorkerPool:
                 self._spawn()
         threading.Thread(target=end_tree, args=(worker.proc,), daemon=True).start()
         job.receive({"kind": "done", "id": job.id, "status": "stopped"})
-
-
-def yield_to_workers(keep: set[int], nice: int = UI_NICE) -> int:
-    """Set every thread of this process but `keep` (native ids) to nice value `nice` where it is
-    lower; threads they start later inherit it. Returns how many it lowered (0 off Linux)."""
-    try:
-        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
-    except OSError:
-        return 0
-    lowered = 0
-    for tid in threads:
-        if tid in keep:
-            continue
-        try:
-            now = os.getpriority(os.PRIO_PROCESS, tid)  # on Linux, PRIO_PROCESS of a thread id is that thread
-            if now < nice:
-                os.setpriority(os.PRIO_PROCESS, tid, min(19, nice))
-                lowered += 1
-        except OSError:  # the thread just ended
-            pass
-    return lowered
 
 
 def crash_line(stderr) -> str:

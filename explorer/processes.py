@@ -1,7 +1,7 @@
 """Processes below a process: found through /proc, ended as a tree.
 
-A worker's rank processes run in process groups of their own (so a signal to the worker's
-group does not reach them), but their parent is still the worker: that link finds them.
+A worker's rank processes run in sessions of their own (so a signal to the worker's group
+does not reach them), but their parent is still the worker: that link finds them.
 """
 import os
 import signal

@@ -23,9 +23,8 @@ def _store_at(path: str) -> RunStore:
 
 @st.cache_resource(show_spinner=False)
 def worker_pool() -> WorkerPool:
-    """The server's warm workers, started with the first page anyone opens; ended at exit.
-    The server's own threads yield the cores to them (explorer/pool.py, `favour_workers`)."""
-    return WorkerPool(favour_workers=True)
+    """The server's warm workers, started with the first page anyone opens; ended at exit."""
+    return WorkerPool()
 
 
 def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = False,

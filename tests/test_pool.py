@@ -166,39 +166,3 @@ def test_no_worker_outlives_its_server(signum) -> None:
     server.send_signal(signum)
     server.wait(timeout=WAIT_S)
     wait_until(lambda: not any(alive(pid) for pid in workers), f"the workers to end after {signum.name}")
-
-
-FAVOURED = """
-import json, os, threading
-from explorer.pool import UI_NICE, WorkerPool
-pool = WorkerPool(size=1, favour_workers=True)
-assert pool.wait_ready(120)
-later = {}
-thread = threading.Thread(target=lambda: later.update(nice=os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-thread.start(); thread.join()
-worker = pool.pids()[0]
-with open(f"/proc/{worker}/stat") as stat:
-    fields = stat.read().rsplit(")", 1)[1].split()
-print(json.dumps({"ui_nice": UI_NICE, "main": os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
-                  "later": later["nice"], "worker": os.getpriority(os.PRIO_PROCESS, worker),
-                  "worker_pgid": int(fields[2]), "worker_sid": int(fields[3]), "worker_pid": worker,
-                  "sid": os.getsid(0)}))
-pool.shutdown()
-"""
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread priorities are read from Linux's /proc")
-def test_the_pages_pool_puts_training_before_the_servers_threads() -> None:
-    """favour_workers: the server's threads, and those it starts later, yield (nice UI_NICE); its
-    workers keep the server's nice value, in their own process group but the server's session (one
-    autogroup, where nice values weigh). Run in a process of its own: it lowers its caller."""
-    import json
-    env = dict(os.environ, EXPLORER_UI_NICE="7")
-    out = subprocess.run([sys.executable, "-c", FAVOURED], capture_output=True, text=True, env=env, timeout=WAIT_S,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
-    start = os.getpriority(os.PRIO_PROCESS, 0)
-    assert seen["ui_nice"] == 7 and seen["main"] == max(7, start) and seen["later"] == max(7, start), seen
-    assert seen["worker"] == start, seen
-    assert seen["worker_pgid"] == seen["worker_pid"] and seen["worker_sid"] == seen["sid"], seen
