@@ -106,6 +106,11 @@ class WorkerPool:
         if worker is None:
             job.receive({"kind": "done", "id": job.id, "status": "stopped"})
 
+    def failure(self) -> str | None:
+        """Why no worker could start (each one died before it was ready), or None."""
+        with self._lock:
+            return self._failure
+
     def waiting(self, job: Job) -> str | None:
         """What a job that has not reached a worker waits for, in words; None once it trains."""
         with self._lock:

@@ -38,6 +38,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     st.markdown(f"_{scenario.question}_")
     pool = worker_pool()
     machine = pool.machine()
+    no_workers = pool.failure() if machine is None else None  # then nothing can run, and the page says why
     # The sidebar holds only the settings (the navigation is along the top), packed close so a
     # 16-field page shows ten of them on a 800-px-high window.
     with st.sidebar.container(gap="xsmall", key="settings"):
@@ -77,17 +78,18 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         running = False
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
-    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto)
+    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers)
     if note:
         note_col.caption(note)
-    if handle is not None and not running and handle.snapshot().from_store:
+    if handle is not None and not running and machine is not None and handle.snapshot().from_store:
         if note_col.button("Retrain instead of using the stored result", key="retrain"):
             handle = start(scenario, runnable or handle.config, repeat, fresh=True)
             running = True
 
     overlays = selected_overlays(scenario, handle)
-    tick = PENDING_TICK_S if pending is not None or machine is None else TICK_S if running else None
-    st.fragment(run_every=tick)(status_fragment)(scenario, pending, machine is None)
+    starting = machine is None and no_workers is None
+    tick = PENDING_TICK_S if pending is not None or starting else TICK_S if running else None
+    st.fragment(run_every=tick)(status_fragment)(scenario, pending, starting)
     st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
         scenario, overlays, band, hold=pending is not None, lines=lines)
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
@@ -108,12 +110,17 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     term_links(scenario.terms, glossary_page)
 
 
-def status_fragment(scenario: Scenario, pending: Pending | None, no_machine: bool) -> None:
+def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool) -> None:
     """The status line; while an auto-run waits out its pause, or the workers start, it reruns
-    the page when that is over."""
+    the page when that is over (the workers are up, or none could start)."""
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
-            no_machine and worker_pool().machine() is not None):
+            starting and (worker_pool().machine() is not None or worker_pool().failure() is not None)):
         st.rerun()
+    failure = worker_pool().failure() if worker_pool().machine() is None else None
+    if failure and st.session_state.get(handle_key(scenario)) is None:
+        st.error(plain(f"Nothing can train on this server: {failure}. Stored runs can still be opened "
+                       "from Runs; restart the server once this is fixed."))
+        return
     status_view(scenario, waiting="Settings changed: running them in a moment…" if pending else None)
 
 
@@ -128,11 +135,14 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
 
 
 def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
-             repeat: int, auto: bool) -> str | None:
-    """One line beside Run: why it is off, what a large run costs, or that the settings moved on."""
+             repeat: int, auto: bool, no_workers: str | None = None) -> str | None:
+    """One line beside Run: why it is off, what a large run costs, or that the settings moved on.
+    `no_workers`: why no worker could start (the pool's failure), when none could."""
     if problem:
         return "Run is off: " + ("these settings are not valid" if config is None else
                                  "this machine cannot run these settings") + " (see under the settings)."
+    if machine is None and no_workers:
+        return "Run is off: no worker process could start on this server."
     if machine is None:
         return "Starting the workers (importing torch)…"
     if too_large:

@@ -166,3 +166,24 @@ def test_no_worker_outlives_its_server(signum) -> None:
     server.send_signal(signum)
     server.wait(timeout=WAIT_S)
     wait_until(lambda: not any(alive(pid) for pid in workers), f"the workers to end after {signum.name}")
+
+
+def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(isolated_store) -> None:
+    """Workers that die before they are ready (here: a bad EXPLORER_TORCH_THREADS) are not
+    restarted in a loop; the pool keeps the reason, a run submitted then fails with it, and the
+    line beside Run says it instead of "Starting the workers" for ever."""
+    from explorer.scenario_page import run_note
+    pool = WorkerPool(size=1, env={"EXPLORER_TORCH_THREADS": "many"})
+    try:
+        wait_until(lambda: pool.failure() is not None, "the pool to give up")
+        assert "no worker could start" in pool.failure() and "many" in pool.failure(), pool.failure()
+        assert pool.machine() is None
+        handle = RunHandle.start(SCENARIO, SCENARIO.validate({"steps": 10}), RunStore(), pool=pool)
+        assert handle.join(WAIT_S) and handle.snapshot().status == "failed"
+        assert "no worker could start" in handle.snapshot().error
+        note = run_note(SCENARIO, SCENARIO.validate({}), None, None, None, None, 1, True, pool.failure())
+        assert note == "Run is off: no worker process could start on this server."
+        assert run_note(SCENARIO, SCENARIO.validate({}), None, None, None, None, 1, True) == \
+            "Starting the workers (importing torch)…"
+    finally:
+        pool.shutdown()
