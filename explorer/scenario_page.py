@@ -113,11 +113,12 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool) -> None:
     """The status line; while an auto-run waits out its pause, or the workers start, it reruns
     the page when that is over (the workers are up, or none could start)."""
+    pool = worker_pool()
+    machine, failure = pool.machine(), pool.failure()
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
-            starting and (worker_pool().machine() is not None or worker_pool().failure() is not None)):
+            starting and (machine is not None or failure is not None)):
         st.rerun()
-    failure = worker_pool().failure() if worker_pool().machine() is None else None
-    if failure and st.session_state.get(handle_key(scenario)) is None:
+    if machine is None and failure and st.session_state.get(handle_key(scenario)) is None:
         st.error(plain(f"Nothing can train on this server: {failure}. Stored runs can still be opened "
                        "from Runs; restart the server once this is fixed."))
         return
@@ -141,7 +142,7 @@ def run_note(scenario: Scenario, config, problem: str | None, machine, too_large
     if problem:
         return "Run is off: " + ("these settings are not valid" if config is None else
                                  "this machine cannot run these settings") + " (see under the settings)."
-    if machine is None and no_workers:
+    if no_workers:
         return "Run is off: no worker process could start on this server."
     if machine is None:
         return "Starting the workers (importing torch)…"
