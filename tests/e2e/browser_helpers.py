@@ -2,6 +2,8 @@
 import re
 import time
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 SIDEBAR = '[data-testid="stSidebar"]'
 PROGRESS_TEXT = '[data-testid="stProgress"]'
 PLOT = ".js-plotly-plot"
@@ -93,6 +95,25 @@ def wait_done(page, pattern: str, timeout_s: float) -> str:
     text = wait_progress(page, pattern, timeout_s)
     wait_idle(page, 60, quiet_checks=4)
     return text
+
+
+def pick_option(page, select, text: str, tries: int = 3) -> None:
+    """Open a multiselect or selectbox (`select`, a locator) and click its option containing `text`.
+    A rerun that lands while the list is open closes it (and drops what was typed); then the list
+    is opened again."""
+    for attempt in range(tries):
+        select.click()
+        page.keyboard.type(text)  # the list filters to it (a long list draws only its first rows)
+        option = page.get_by_role("option").filter(has_text=text).first
+        try:
+            option.wait_for(timeout=10_000)
+            option.click(timeout=5_000)
+            return
+        except PlaywrightTimeout:  # the list closed, or had not drawn the option yet
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page, quiet_checks=3)
 
 
 def open_scenario(page, app_url: str, path: str, title: str) -> None:

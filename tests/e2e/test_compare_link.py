@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from browser_helpers import MAIN, PLOT, button, progress_text, wait_done, wait_idle
+from browser_helpers import MAIN, PLOT, button, pick_option, progress_text, wait_done, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,8 +36,7 @@ def test_three_runs_opened_compared_share_one_url(page, app_url, browser):
     runs = [train(page, app_url, depth) for depth in (4, 5, 6)]
 
     page.goto(f"{app_url}/runs")
-    page.locator('[data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name="Vanishing gradients").click()
+    pick_option(page, page.locator('[data-testid="stSelectbox"]').first, "Vanishing gradients")
     wait_idle(page)
     grid = page.locator('[data-testid="stDataFrame"]').first
     grid.wait_for()

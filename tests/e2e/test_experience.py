@@ -9,7 +9,8 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from browser_helpers import MAIN, PLOT, SIDEBAR, button, press_on_slider, slider_value, wait_idle, wait_progress
+from browser_helpers import (MAIN, PLOT, SIDEBAR, button, pick_option, press_on_slider, slider_value, wait_done,
+                             wait_idle)
 from scenarios import get_scenario
 
 pytestmark = [pytest.mark.browser]
@@ -40,19 +41,17 @@ def test_shared_link_run_overlay_and_zip_bundle(page, app_url, tmp_path) -> None
     assert set(query) == set(SCENARIO.field_specs()) and query["depth"] == "5", "every field is in the URL"
 
     button(page, "Run").click()
-    first = wait_progress(page, r"^Finished", RUN_TIMEOUT_S)
+    first = wait_done(page, r"^Finished", RUN_TIMEOUT_S)
     first_run = re.search(r"stored as run (\w+)", first).group(1)
 
     before, after = press_on_slider(page, "depth", "ArrowRight")
     assert (before, after) == (5, 6)
     assert page_query(page)["depth"] == "6", "the URL follows the slider"
-    wait_progress(page, r"^Finished.*stored as run (?!" + first_run + ")", RUN_TIMEOUT_S)  # auto-run
-    wait_idle(page)
+    wait_done(page, r"^Finished.*stored as run (?!" + first_run + ")", RUN_TIMEOUT_S)  # auto-run
 
     # Overlay the first run (depth 5) on the figures of the second (depth 6).
     open_expander(page, "Compare with stored runs")
-    page.locator(f'{MAIN} [data-testid="stMultiSelect"]').first.click()
-    page.get_by_role("option").filter(has_text=first_run).first.click()
+    pick_option(page, page.locator(f'{MAIN} [data-testid="stMultiSelect"]').first, first_run)
     page.keyboard.press("Escape")
     wait_idle(page)
     loss = page.locator(PLOT).filter(has_text="Training loss").first
