@@ -8,6 +8,7 @@ Run / Stop / auto-run, the live view fragment (run, overlays, seed bands), Compa
 Export, and the mechanism. Training runs in the pool's worker processes, never here.
 """
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -89,8 +90,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     overlays = selected_overlays(scenario, handle)
     starting = machine is None and no_workers is None
     tick = PENDING_TICK_S if pending is not None or starting else TICK_S if running else None
-    st.fragment(run_every=tick)(status_fragment)(scenario, pending, starting)
-    st.fragment(run_every=charts_interval(scenario) if running else None)(charts_view)(
+    live(status_fragment, tick)(scenario, pending, starting)
+    live(charts_view, charts_interval(scenario) if running else None)(
         scenario, overlays, band, hold=pending is not None, lines=lines)
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
@@ -108,6 +109,22 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         return
     st.caption("Glossary — each term opens its entry:")
     term_links(scenario.terms, glossary_page)
+
+
+def live(view: Callable[..., None], run_every: float | None) -> Callable[..., None]:
+    """`view` as a fragment that redraws itself every `run_every` seconds; with no `run_every`
+    (nothing is going on), drawn by the page's own run instead, in a container just where the
+    fragment's would be (so its elements are kept). A view the page draws is owned by the page:
+    no fragment rerun that lands after the run ended (a tick already on its way) can clear it.
+    (Seen once in CI, not reproduced since: a finished run whose charts and "what to look for"
+    were gone, the panels below them drawn.)"""
+    if run_every is not None:
+        return st.fragment(run_every=run_every)(view)
+
+    def inline(*args: Any, **kwargs: Any) -> None:
+        with st.container():
+            view(*args, **kwargs)
+    return inline
 
 
 def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool) -> None:

@@ -39,8 +39,20 @@ def _workers() -> list[int]:
     return [pid for pid in descendants(os.getpid()) if "explorer.worker" in _cmdline(pid)]
 
 
+def _wait_workers_quiet(timeout_s: float = 120) -> None:
+    """Until the workers use no CPU: a fresh server's second worker may still be importing torch."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = {pid: _cpu_s(pid) for pid in _workers()}
+        time.sleep(0.5)
+        if before and sum(_cpu_s(pid) - cpu for pid, cpu in before.items()) < 0.05:
+            return
+    raise AssertionError(f"the workers never went quiet: {_workers()}")
+
+
 def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url) -> None:
     open_scenario(page, app_url, SCENARIO_PATH, "Vanishing gradients")
+    _wait_workers_quiet()
     press_on_slider(page, "steps", "End")  # 3000 steps: auto-run starts a long run
     wait_progress(page, r"^Running… \d+% \(step [1-9]", RUN_TIMEOUT_S)
 
