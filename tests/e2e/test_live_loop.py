@@ -16,6 +16,7 @@ from explorer.processes import descendants
 pytestmark = [pytest.mark.browser]
 SCENARIO_PATH = "/vanishing-gradients"
 RUN_TIMEOUT_S = 90
+QUIET_AFTER_STOP_S = 20  # a replaced worker's start-up, on a slow shared machine; the runs had ~40 s left
 
 
 def _cmdline(pid: int) -> str:
@@ -39,15 +40,18 @@ def _workers() -> list[int]:
     return [pid for pid in descendants(os.getpid()) if "explorer.worker" in _cmdline(pid)]
 
 
-def _wait_workers_quiet(timeout_s: float = 120) -> None:
-    """Until the workers use no CPU: a fresh server's second worker may still be importing torch."""
+def _wait_workers_quiet(timeout_s: float = 120, why: str = "") -> None:
+    """Until the workers use no CPU for half a second: a fresh worker imports torch first."""
     deadline = time.monotonic() + timeout_s
+    used: dict[int, float] = {}
     while time.monotonic() < deadline:
         before = {pid: _cpu_s(pid) for pid in _workers()}
         time.sleep(0.5)
-        if before and sum(_cpu_s(pid) - cpu for pid, cpu in before.items()) < 0.05:
+        used = {pid: round(_cpu_s(pid) - cpu, 2) for pid, cpu in before.items()}
+        if before and sum(used.values()) < 0.05:
             return
-    raise AssertionError(f"the workers never went quiet: {_workers()}")
+    raise AssertionError(f"the workers were still busy after {timeout_s} s ({used} s of CPU in the last 0.5 s)"
+                         + (f": {why}" if why else ""))
 
 
 def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url) -> None:
@@ -73,10 +77,10 @@ def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url
         "the chart kept its element between redraws (no new element, no blank frame)"
     button(page, "Stop").click()
     wait_progress(page, r"^Stopped", 15)
-    busy = {pid: _cpu_s(pid) for pid in _workers()}
-    time.sleep(1.5)
-    used = {pid: round(_cpu_s(pid) - cpu, 2) for pid, cpu in busy.items()}
-    assert sum(used.values()) < 0.5, f"workers' CPU after Stop {used}: the old run was not cancelled"
+    # Both runs (3000 steps: tens of seconds left) are over: the workers go quiet. A worker that
+    # missed the stop's grace was ended and replaced; the replacement imports torch for a few
+    # seconds, and then is quiet too.
+    _wait_workers_quiet(QUIET_AFTER_STOP_S, "the old run was not cancelled")
 
 
 def test_an_expander_opens_while_a_run_is_drawing(page, app_url) -> None:
