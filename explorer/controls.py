@@ -2,7 +2,7 @@
 
 bounded number -> slider (a 1-2-5 select-slider when the field asks for a log scale),
 Literal -> select, bool -> toggle, field description -> help. Each widget's value lives
-in `st.session_state` under `<scenario>.<field>`, seeded with the field's default once.
+in `st.session_state` under `<scenario>.<field>`, seeded with the field's default.
 """
 import math
 from typing import Any
@@ -34,7 +34,10 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, spec in scenario.field_specs().items():
         key = widget_key(scenario, name)
-        st.session_state.setdefault(key, spec["default"])
+        # Written every run, not only once: a value set in a run that ended before its widget
+        # was drawn (a rerun came first) would reach the browser without it, and the browser
+        # would draw the widget's own default (a slider's minimum) and send that back.
+        st.session_state[key] = st.session_state.get(key, spec["default"])
         label, help_text = name.replace("_", " "), spec["description"] or None
         kind = spec["kind"]
         if kind == "choice":

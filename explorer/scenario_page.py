@@ -58,7 +58,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 
     preset_buttons(scenario, config)
     key, auto_key = handle_key(scenario), f"autorun:{scenario.id}"
-    auto = st.session_state.setdefault(auto_key, True)
+    auto = st.session_state[auto_key] = st.session_state.get(auto_key, True)  # every run: see controls.py
     runnable = config if config is not None and not problem and machine is not None else None
     too_large = large(scenario.estimate(runnable)) if runnable is not None else None
     starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
