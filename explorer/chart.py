@@ -61,6 +61,25 @@ function themed(layout, element) {
   return layout;
 }
 
+function update(chart, parentElement, data, plotly) {
+  chart.style.height = data.height + "px";
+  chart.setAttribute("data-name", data.name);
+  if (chart.dataset.version === data.version) return;
+  chart.dataset.version = data.version;
+  plotlyFrom(plotly).then((Plotly) => setTimeout(() => {
+    if (chart.dataset.version !== data.version) return;  // a newer figure came meanwhile
+    const started = performance.now();
+    const figure = JSON.parse(data.figure);
+    Plotly.react(chart, figure.data, themed(figure.layout, parentElement),
+                 {displaylogo: false, responsive: true}).then(() => {
+      chart.dataset.drawn = data.version;
+      const draws = window.__explorerDraws = window.__explorerDraws || [];  // read by bench/page_bench.py
+      draws.push({name: data.name, ms: performance.now() - started, at: started});
+      if (draws.length > 1000) draws.splice(0, 500);
+    });
+  }, 0));
+}
+
 export default function (component) {
   const { data, parentElement } = component;
   if (!data.figure) {  // the preload: fetch plotly.js while the page is read, not after Run
@@ -74,22 +93,10 @@ export default function (component) {
     chart.setAttribute("data-testid", "explorer-chart");
     parentElement.appendChild(chart);
   }
-  chart.style.height = data.height + "px";
-  chart.setAttribute("data-name", data.name);
-  if (chart.dataset.version === data.version) return;
-  chart.dataset.version = data.version;
-  plotlyFrom(data.plotly).then((Plotly) => setTimeout(() => {
-    if (chart.dataset.version !== data.version) return;  // a newer figure came meanwhile
-    const started = performance.now();
-    const figure = JSON.parse(data.figure);
-    Plotly.react(chart, figure.data, themed(figure.layout, parentElement),
-                 {displaylogo: false, responsive: true}).then(() => {
-      chart.dataset.drawn = data.version;
-      const draws = window.__explorerDraws = window.__explorerDraws || [];  // read by bench/page_bench.py
-      draws.push({name: data.name, ms: performance.now() - started, at: started});
-      if (draws.length > 1000) draws.splice(0, 500);
-    });
-  }, 0));
+  // The live feed (explorer/live.py's status component) hands newer figures here while a run goes on.
+  const charts = window.__explorerCharts = window.__explorerCharts || {};
+  charts[data.key] = (newer) => update(chart, parentElement, newer, data.plotly);
+  update(chart, parentElement, data, data.plotly);
 }
 """
 
@@ -113,7 +120,7 @@ def payload(name: str, figure: go.Figure) -> dict:
 
 def draw(key: str, drawn: dict) -> None:
     """Mount (or update in place) the chart component `key` with a `payload`."""
-    _chart(key=key, data={**drawn, "plotly": _plotly_url()}, height=drawn["height"])
+    _chart(key=key, data={**drawn, "key": key, "plotly": _plotly_url()}, height=drawn["height"])
 
 
 def preload() -> None:

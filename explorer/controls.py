@@ -34,10 +34,7 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, spec in scenario.field_specs().items():
         key = widget_key(scenario, name)
-        # Written every run, not only once: a value set in a run that ended before its widget
-        # was drawn (a rerun came first) would reach the browser without it, and the browser
-        # would draw the widget's own default (a slider's minimum) and send that back.
-        st.session_state[key] = st.session_state.get(key, spec["default"])
+        seed_state(key, spec["default"])
         label, help_text = name.replace("_", " "), spec["description"] or None
         kind = spec["kind"]
         if kind == "choice":
@@ -56,4 +53,31 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
                 values[name] = st.slider(label, min_value=low, max_value=high, key=key, help=help_text)
         else:
             values[name] = st.text_input(label, key=key, help=help_text)
+        drawn_state(key)
     return values
+
+
+def seed_state(key: str, default: Any) -> Any:
+    """Give the widget `key` its session value (`default` when it has none) until a run has drawn
+    the widget with it. A run cut short by a rerun before the widget was drawn sent the value
+    without the widget, and the browser would then draw the widget's own default (a slider's
+    minimum, a toggle off) and send that back; so the value is written again until the widget is
+    drawn. Not after: every write is sent to the browser as the widget's value, and one that
+    arrived after the next key press would undo that press."""
+    if key not in st.session_state or not st.session_state.get(f"drawn-widget:{key}"):
+        st.session_state[key] = st.session_state.get(key, default)
+    return st.session_state[key]
+
+
+def page_entered(page_id: str) -> None:
+    """A run of page `page_id`: when the last one drawn was another page, its widgets were
+    unmounted, so every widget is seeded again until drawn (see `seed_state`)."""
+    if st.session_state.get("page-drawn") != page_id:
+        st.session_state["page-drawn"] = page_id
+        for key in [k for k in st.session_state if str(k).startswith("drawn-widget:")]:
+            del st.session_state[key]
+
+
+def drawn_state(key: str) -> None:
+    """The widget `key` was drawn in this run, with its session value (see `seed_state`)."""
+    st.session_state[f"drawn-widget:{key}"] = True

@@ -1,17 +1,20 @@
-"""The live view: two fragments that draw a run (or a group of seeds) from its handle, within a budget.
+"""The live view: a run (or a group of seeds) drawn from its handle, within a budget.
 
-The status fragment ticks every `TICK_S` while a run is going, and each tick is cheap: the
-progress line and the run's messages. The charts fragment (the figures and "what to look
-for") ticks at the rate its rebuilds cost: a rebuild that took c seconds of this process's
-CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so drawing takes at most
-that share of a core from training; a tick whose inputs did not change rebuilds nothing.
-A chart keeps its element between redraws (explorer/chart.py) and the browser redraws
-only the figures whose data changed. When the run ends the whole page reruns (Run/Stop
-change state) and the charts are rebuilt once more.
+While a run goes on the page is drawn once, and a status component follows the run's live
+feed (explorer/feed.py), one answer every `TICK_S` (at once when the run ends): the progress line, the run's warnings, and the
+figures whose data changed, which their chart components update in place (explorer/chart.py).
+No script reruns meanwhile (each would make the browser re-render the whole app). The
+figures are rebuilt at the rate their rebuilds cost: one that took c seconds of the server's
+CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so building takes at most
+that share of a core from training; a poll whose inputs did not change rebuilds nothing.
+When the run ends (or its first figures appear) the component asks for one rerun, and the
+page draws the final view: the status line, "what to look for" and the charts, each chart
+in the element it had.
 """
 import dataclasses
 import datetime
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -19,6 +22,7 @@ import streamlit as st
 from explorer.chart import draw, payload
 from explorer.compare import Overlay
 from explorer.line_controls import LineSettings, apply_lines
+from explorer.live_status import live_status
 from explorer.plaintext import plain
 from explorer.runs import RunHandle, Snapshot
 from explorer.seeds import SeedGroup
@@ -35,7 +39,7 @@ STORED_DRAWN = 16        # built views of stored runs a session keeps
 
 @dataclass
 class Drawn:
-    """What the charts fragment last built, and when it may build again."""
+    """What the live view last built, and when it may build again."""
 
     signature: tuple = ()
     markdown: str = ""
@@ -50,14 +54,19 @@ def handle_key(scenario: Scenario) -> str:
     return f"run:{scenario.id}"
 
 
-def charts_interval(scenario: Scenario) -> float:
-    """Seconds between the charts fragment's ticks: what its last rebuild cost allows."""
-    drawn: Drawn | None = st.session_state.get(f"drawn:{scenario.id}")
-    return max(MIN_REBUILD_S, (drawn.cost_s if drawn else FIRST_COST_S) / VIEW_CPU_SHARE)
+def live_state(handle: RunHandle | SeedGroup) -> dict:
+    """What the status line shows of a running handle (the page's first paint, and every feed message)."""
+    snap = handle.snapshot(with_frame=False)
+    warnings = [plain(f"{event['arm']}: {event['message']}") for event in snap.events if event["kind"] == "diverged"]
+    return {"running": snap.running, "text": status_line(snap, handle), "progress": snap.progress,
+            "warnings": warnings}
 
 
-def status_view(scenario: Scenario, waiting: str | None = None) -> None:
-    """The status fragment: progress and messages. `waiting` names a pending auto-run."""
+def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | None = None,
+                in_fragment: bool = False) -> None:
+    """Progress and messages. `waiting` names a pending auto-run. `feed_url`: a running handle's feed
+    (the line is then the live status component); `in_fragment`: drawn by a ticking fragment, which
+    reruns the whole page once the run has ended (so Run/Stop change state)."""
     key = handle_key(scenario)
     handle: RunHandle | SeedGroup | None = st.session_state.get(key)
     if handle is None:
@@ -65,6 +74,10 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
             st.progress(0.0, text=waiting)
         else:
             st.info("Move a setting on the left (or press **Run**) to train. The plots fill in as training runs.")
+        return
+    if handle.running and feed_url is not None and not waiting:
+        live_status(f"status-{scenario.id}", feed_url, int(TICK_S * 1000), live_state(handle))
+        st.session_state[key + ":was_running"] = True
         return
     snap = handle.snapshot(with_frame=not handle.running)  # the frame only for the final line
     st.progress(snap.progress, text=waiting or status_line(snap, handle))
@@ -78,7 +91,7 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
     for event in snap.events:
         if event["kind"] == "diverged":
             st.warning(plain(f"{event['arm']}: {event['message']}"))
-    if not snap.running and st.session_state.get(key + ":was_running"):
+    if not snap.running and st.session_state.get(key + ":was_running") and in_fragment:
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state
     st.session_state[key + ":was_running"] = snap.running
@@ -86,28 +99,30 @@ def status_view(scenario: Scenario, waiting: str | None = None) -> None:
 
 def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bool = False,
                 lines: LineSettings | None = None) -> None:
-    """The charts fragment: "what to look for" and the figures, rebuilt within the budget.
+    """"What to look for" (once the run has ended) and the figures, rebuilt within the budget.
     `hold`: a new run is about to replace this one; show what was drawn, build nothing.
     `lines`: smoothing and scale of the curves (explorer/line_controls.py), for the page only."""
     handle: RunHandle | SeedGroup | None = st.session_state.get(handle_key(scenario))
     if handle is None:
         return
     held: Drawn | None = st.session_state.get(f"drawn:{scenario.id}") if hold else None
-    drawn = held if held is not None and held.charts else _drawn(scenario, handle, overlays, band, lines)
+    drawn = held if held is not None and held.charts else built(scenario, handle, overlays, band, lines, st.session_state)
     if drawn is None:  # refused: nothing to draw
         return
-    if drawn.markdown:
-        st.markdown(drawn.markdown)
-    for note in drawn.notes:
-        st.caption(note)
+    with st.container():  # one element whatever it holds: the charts below keep their place, and elements
+        if drawn.markdown and not handle.running:  # read from the whole run: not drawn while the feed
+            st.markdown(drawn.markdown)            # updates the charts (they would outrun it)
+        for note in drawn.notes:
+            st.caption(note)
     draw_charts(scenario.id, drawn)
 
 
-def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines: LineSettings | None = None
-           ) -> Drawn | None:
-    """The built view, rebuilt when its inputs changed and the budget allows (see the module doc)."""
+def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines: LineSettings | None,
+          state: MutableMapping) -> Drawn | None:
+    """The built view, rebuilt when its inputs changed and the budget allows (see the module doc).
+    `state` keeps what was built: the session's state for the page, a feed's own for the feed."""
     state_key = f"drawn:{scenario.id}"
-    drawn: Drawn = st.session_state.get(state_key) or Drawn()
+    drawn: Drawn = state.get(state_key) or Drawn()
     running = handle.running
     signature = (id(handle), running, handle.rows_count(), handle.config, tuple(o.run_id for o in overlays), band,
                  lines)
@@ -120,16 +135,16 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines
         return None
     # A stored run never changes: what was built for it (when it ended, or shown before) is reused,
     # so moving back to a stored config redraws at once.
-    by_run = st.session_state.setdefault(f"drawn-by-run:{scenario.id}", {})
+    by_run = state.setdefault(f"drawn-by-run:{scenario.id}", {})
     stored_key = (snap.run_id, *signature[3:]) if snap.run_id and not running else None
     if stored_key in by_run:
         drawn = dataclasses.replace(by_run[stored_key], signature=signature)
-        st.session_state[state_key] = drawn
+        state[state_key] = drawn
         return drawn
     started = time.thread_time()
     if snap.frame.empty:  # nothing recorded yet (queued, starting): nothing to draw
         drawn = Drawn(signature)
-        st.session_state[state_key] = drawn
+        state[state_key] = drawn
         return drawn
     try:
         view = build_view(scenario, handle, overlays, band)
@@ -140,13 +155,13 @@ def _drawn(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines
         charts = {name: payload(name, figure) for name, figure in apply_lines(view.figures, lines).items()}
     except Exception as error:  # figures that cannot draw these records must not take the page down
         drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
-        st.session_state[state_key] = drawn
+        state[state_key] = drawn
         return drawn
     cost = time.thread_time() - started
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
                   now + 0.8 * max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE), cost)  # 0.8: a tick may come early
-    st.session_state[state_key] = drawn
+    state[state_key] = drawn
     if stored_key is not None:
         by_run[stored_key] = drawn
         while len(by_run) > STORED_DRAWN:

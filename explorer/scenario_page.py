@@ -17,11 +17,12 @@ from explorer import url
 from explorer.autorun import Pending, follow_settings, large, pending_key
 from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
-from explorer.controls import config_controls, widget_key
+from explorer.controls import config_controls, drawn_state, seed_state, widget_key
 from explorer.export_panel import export_panel
 from explorer.glossary_page import term_links
 from explorer.line_controls import line_controls
-from explorer.live import TICK_S, charts_interval, charts_view, handle_key, status_view
+from explorer import feed
+from explorer.live import charts_view, handle_key, status_view
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
@@ -58,7 +59,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 
     preset_buttons(scenario, config)
     key, auto_key = handle_key(scenario), f"autorun:{scenario.id}"
-    auto = st.session_state[auto_key] = st.session_state.get(auto_key, True)  # every run: see controls.py
+    auto = seed_state(auto_key, True)
     runnable = config if config is not None and not problem and machine is not None else None
     too_large = large(scenario.estimate(runnable)) if runnable is not None else None
     starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
@@ -79,6 +80,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         running = False
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
+    drawn_state(auto_key)
     note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers)
     if note:
         note_col.caption(note)
@@ -89,10 +91,10 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 
     overlays = selected_overlays(scenario, handle)
     starting = machine is None and no_workers is None
-    tick = PENDING_TICK_S if pending is not None or starting else TICK_S if running else None
-    live(status_fragment, tick)(scenario, pending, starting)
-    live(charts_view, charts_interval(scenario) if running else None)(
-        scenario, overlays, band, hold=pending is not None, lines=lines)
+    tick = PENDING_TICK_S if pending is not None or starting else None
+    feed_url = live_feed(scenario, handle, overlays, band, lines) if running and tick is None else None
+    live(status_fragment, tick)(scenario, pending, starting, feed_url)
+    live(charts_view, None)(scenario, overlays, band, hold=pending is not None, lines=lines)
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
@@ -127,9 +129,23 @@ def live(view: Callable[..., None], run_every: float | None) -> Callable[..., No
     return inline
 
 
-def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool) -> None:
-    """The status line; while an auto-run waits out its pause, or the workers start, it reruns
-    the page when that is over (the workers are up, or none could start)."""
+def live_feed(scenario: Scenario, handle: RunHandle | SeedGroup, overlays, band: str, lines) -> str:
+    """The running handle's live feed (explorer/feed.py) for this page's view settings: the same
+    token for as long as they stay the same, so the status component keeps following it."""
+    key = f"feed:{scenario.id}"
+    settings = (id(handle), tuple(o.run_id for o in overlays), band, lines)
+    kept = st.session_state.get(key)
+    token = kept[1] if kept and kept[0] == settings else None
+    token = feed.register(feed.Feed(scenario, handle, overlays, band, lines, chart_prefix=scenario.id), token)
+    st.session_state[key] = (settings, token)
+    return feed.url(token)
+
+
+def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool, feed_url: str | None = None
+                    ) -> None:
+    """The status line; while an auto-run waits out its pause, or the workers start, it ticks and
+    reruns the page when that is over (the workers are up, or none could start). While a run goes
+    on it is the live status component, fed by `feed_url`."""
     pool = worker_pool()
     machine, failure = pool.machine(), pool.failure()
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
@@ -139,7 +155,8 @@ def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool)
         st.error(plain(f"Nothing can train on this server: {failure}. Stored runs can still be opened "
                        "from Runs; restart the server once this is fixed."))
         return
-    status_view(scenario, waiting="Settings changed: running them in a moment…" if pending else None)
+    status_view(scenario, waiting="Settings changed: running them in a moment…" if pending else None,
+                feed_url=feed_url, in_fragment=pending is not None or starting)
 
 
 def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[ScenarioConfig | None, str | None]:

@@ -33,8 +33,15 @@ def open_page(scenario_id: str = "vanishing-gradients", function=scenario_page, 
 
 
 def progress_text(at: AppTest) -> str:
+    """The status line: the progress bar, or while a run goes on the live status component's first paint."""
     progress = at.get("progress")
-    return progress[0].proto.text if progress else ""
+    if progress:
+        return progress[0].proto.text
+    for element in at.get("bidi_component"):
+        state = json.loads(element.proto.json or "{}").get("state")
+        if state:
+            return state["text"]
+    return ""
 
 
 def run_until(at: AppTest, done, timeout: float = 120) -> AppTest:

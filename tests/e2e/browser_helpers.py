@@ -5,7 +5,7 @@ import time
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 SIDEBAR = '[data-testid="stSidebar"]'
-PROGRESS_TEXT = '[data-testid="stProgress"]'
+PROGRESS_TEXT = '[data-testid="stProgress"], [data-testid="explorer-progress"]'  # a running line is the live one
 PLOT = ".js-plotly-plot"
 MAIN = '[data-testid="stMain"]'  # the page body; the app header has its own "Stop" (script) button
 
@@ -17,8 +17,8 @@ def button(page, name: str):
 
 def wait_idle(page, timeout_s: float = 30, quiet_checks: int = 1) -> None:
     """Wait until Streamlit reports no script run in progress (stApp's data-test-script-state)
-    at `quiet_checks` checks in a row, 0.2 s apart. During a run the status fragment reruns
-    every tick, so only a finished page stays quiet for several checks."""
+    at `quiet_checks` checks in a row, 0.2 s apart. (A running page does not rerun: its status
+    line follows the live feed. Wait for a run's end with `wait_done`.)"""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
     time.sleep(0.3)
@@ -91,7 +91,7 @@ def wait_progress(page, pattern: str, timeout_s: float) -> str:
 
 def wait_done(page, pattern: str, timeout_s: float) -> str:
     """Wait for a run's end state in the progress text (`pattern`), then for the rerun that draws
-    its final view: the status fragment writes "Finished" before the page's last redraw."""
+    its final view ("Finished" is drawn by the page's run; the rerun may draw more after it)."""
     text = wait_progress(page, pattern, timeout_s)
     wait_idle(page, 60, quiet_checks=4)
     return text

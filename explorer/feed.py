@@ -1,0 +1,125 @@
+"""The live feed: what a running page fetches instead of rerunning.
+
+Every Streamlit script run, a fragment's too, makes the browser re-render the whole app: on
+the 2-core machine ~0.1 s of the browser's CPU per run, so a status line ticking every 0.3 s
+took a third of a core from training. While a run goes on the page is therefore drawn once;
+its status component (explorer/live.py) then fetches `GET /_explorer/feed/<token>?wait=TICK_S`
+over and over (the server holds each request for a tick, or until the run ends) and paints
+what it gets: the status line, the run's warnings, and the figures whose
+version changed, which it hands to their chart components (explorer/chart.py) to update in
+place. Nothing reruns until the run ends (or its first figures appear), when the component
+asks Streamlit for one rerun.
+
+A feed is registered by the page for one run handle and its view settings (overlays, band,
+line settings); its token is random, so only the page that holds it can read the feed (and
+the server answers local names only, explorer/hosts.py). The figures are rebuilt with the
+live view's budget (explorer/live.py `built`), in a thread of the server's pool.
+"""
+import asyncio
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+PATH = "/_explorer/feed/{token}"
+KEEP_S = 120.0      # a feed nobody polled for this long, whose run has ended, is dropped
+MAX_FEEDS = 256
+MAX_WAIT_S = 2.0    # the longest a poll may ask to be held
+END_CHECK_S = 0.02  # how often a held poll looks whether the run has ended
+
+
+@dataclass
+class Feed:
+    """One running page's view of one run: what to build, and what was sent."""
+
+    scenario: Any
+    handle: Any
+    overlays: list
+    band: str
+    lines: Any
+    chart_prefix: str
+    state: dict = field(default_factory=dict)   # the live view's build state (explorer/live.py `built`)
+    sent: dict[str, str] = field(default_factory=dict)   # chart name -> version sent
+    polled_at: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_feeds: dict[str, Feed] = {}
+_lock = threading.Lock()
+
+
+def register(feed: Feed, token: str | None = None) -> str:
+    """Keep `feed` under `token` (a new random one if None or unknown); return the token."""
+    with _lock:
+        _prune()
+        if token is None or token not in _feeds:
+            token = secrets.token_urlsafe(16)
+        _feeds[token] = feed  # a page rerun drew its charts afresh: the feed sends every chart again
+        return token
+        return token
+
+
+def get(token: str) -> Feed | None:
+    with _lock:
+        return _feeds.get(token)
+
+
+def _prune() -> None:
+    now = time.monotonic()
+    for token, feed in list(_feeds.items()):
+        if not feed.handle.running and now - feed.polled_at > KEEP_S:
+            del _feeds[token]
+    while len(_feeds) > MAX_FEEDS:
+        del _feeds[next(iter(_feeds))]
+
+
+def answer(feed: Feed) -> dict[str, Any]:
+    """The feed's next message: the status line, warnings, every chart's name, and the payload of
+    each chart whose figure changed since the last message."""
+    from explorer.live import built, live_state
+    with feed.lock:
+        feed.polled_at = time.monotonic()
+        message = live_state(feed.handle)
+        drawn = built(feed.scenario, feed.handle, feed.overlays, feed.band, feed.lines, feed.state) \
+            if message["running"] else None
+        charts = drawn.charts if drawn is not None else {}
+        message["names"] = [f"{feed.chart_prefix}-{name}" for name in charts]
+        message["charts"] = {}
+        for name, payload in charts.items():
+            if feed.sent.get(name) != payload["version"]:
+                message["charts"][name] = {**payload, "key": f"{feed.chart_prefix}-{name}"}
+                feed.sent[name] = payload["version"]
+        return message
+
+
+async def endpoint(request: Request) -> JSONResponse:
+    """`?wait=S`: answer after S seconds, or as soon as the run ends (so the page learns of the end
+    at once, not at its next tick). The answer is built in a worker thread: a rebuild never blocks
+    the event loop."""
+    feed = get(request.path_params["token"])
+    if feed is None:
+        return JSONResponse({"gone": True}, status_code=404, headers={"Cache-Control": "no-store"})
+    try:
+        wait_s = min(MAX_WAIT_S, max(0.0, float(request.query_params.get("wait", 0))))
+    except ValueError:
+        wait_s = 0.0
+    deadline = time.monotonic() + wait_s
+    while feed.handle.running and time.monotonic() < deadline:
+        await asyncio.sleep(END_CHECK_S)
+    return JSONResponse(await run_in_threadpool(answer, feed), headers={"Cache-Control": "no-store"})
+
+
+def routes() -> list[Route]:
+    return [Route(PATH, endpoint, methods=["GET"])]
+
+
+def url(token: str) -> str:
+    import streamlit as st
+    base = st.get_option("server.baseUrlPath").strip("/")
+    return "/" + (base + "/" if base else "") + PATH.lstrip("/").format(token=token)

@@ -1,0 +1,77 @@
+"""The running status line: a component that paints the progress line and the run's warnings,
+then follows the run's live feed (explorer/feed.py) and paints each answer, handing newer figures
+to their chart components (explorer/chart.py). It asks Streamlit for a rerun (its one trigger)
+when the run has ended, when figures appear that the page has not drawn yet, and when the server
+no longer knows the feed. A line that says the run has ended is always drawn by the page's run.
+"""
+import streamlit as st
+
+_STATUS_JS = """
+function paint(box, state) {
+  box.querySelector(".explorer-status-text").textContent = state.text;
+  box.querySelector(".explorer-status-bar > div").style.width = (100 * state.progress).toFixed(1) + "%";
+  const notes = box.querySelector(".explorer-status-notes");
+  notes.replaceChildren(...state.warnings.map((text) => {
+    const line = document.createElement("div");
+    line.className = "explorer-status-warning";
+    line.textContent = text;
+    return line;
+  }));
+}
+
+async function follow(box, feed, tick, rerun) {
+  const charts = () => window.__explorerCharts || {};
+  let asked = "";
+  while (box.isConnected && box.dataset.feed === feed) {
+    let state = null;
+    try {
+      const response = await fetch(feed + "?wait=" + tick / 1000, {cache: "no-store"});
+      if (response.status === 404) { rerun("gone"); return; }  // the server lost it (restarted): redraw
+      state = await response.json();
+    } catch (error) {  // a dropped request: try again a tick later
+      await new Promise((resolve) => setTimeout(resolve, tick));
+    }
+    if (state && box.dataset.feed === feed) {
+      if (!state.running) { rerun("ended"); return; }  // the page draws the final line and view
+      paint(box, state);
+      for (const chart of Object.values(state.charts)) { (charts()[chart.key] || (() => {}))(chart); }
+      const missing = state.names.filter((key) => !charts()[key]);
+      if (missing.length && state.names.join() !== asked) { asked = state.names.join(); rerun("charts"); }
+    }
+  }
+}
+
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let box = parentElement.querySelector("div.explorer-status");
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "explorer-status";
+    box.innerHTML = '<div class="explorer-status-text" data-testid="explorer-progress"></div>' +
+      '<div class="explorer-status-bar"><div></div></div><div class="explorer-status-notes"></div>';
+    parentElement.appendChild(box);
+  }
+  if (box.dataset.feed !== data.feed) {
+    box.dataset.feed = data.feed;
+    paint(box, data.state);
+    follow(box, data.feed, data.tick_ms, (why) => setTriggerValue("rerun", why + " " + Date.now()));
+  }
+}
+"""
+
+_STATUS_CSS = """
+.explorer-status-text { font-size: 0.875rem; line-height: 1.2rem; margin-bottom: 0.5rem; }
+.explorer-status-bar { height: 8px; border-radius: 4px; overflow: hidden; background: rgb(248, 248, 247); }
+.explorer-status-bar > div { height: 100%; background: rgb(28, 131, 225); }  /* st.progress's colours */
+.explorer-status-warning { margin-top: 0.5rem; padding: 0.5rem 0.75rem; border-radius: 0.5rem; font-size: 0.875rem;
+  background: rgba(255, 189, 69, 0.2); }
+"""
+
+_status = st.components.v2.component("explorer_status", js=_STATUS_JS, css=_STATUS_CSS, isolate_styles=False)
+
+
+
+
+def live_status(key: str, feed_url: str, tick_ms: int, state: dict) -> None:
+    """Paint `state` (explorer/live.py `live_state`) now; then the browser follows `feed_url`."""
+    _status(key=key, data={"feed": feed_url, "tick_ms": tick_ms, "state": state}, on_rerun_change=lambda: None)
