@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from explorer.pool import WorkerPool  # noqa: E402
-from explorer.processes import descendants  # noqa: E402
+from explorer.processes import cpu_seconds, descendants, wait_quiet  # noqa: E402
 from explorer.runs import RunHandle  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 
@@ -70,19 +70,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("localhost", 0))
         return sock.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_or_zero(pid: int) -> float:
-    try:
-        return cpu_seconds(pid)
-    except (OSError, IndexError, ValueError):  # it ended
-        return 0.0
 
 
 def status(page) -> str:
@@ -125,21 +112,17 @@ def expander_open_ms(page) -> float | None:
       d.addEventListener('toggle', () => requestAnimationFrame(() => { window.__opened = performance.now(); }),
                          {once: true}); }""", summary.element_handle())
     summary.click()
-    wait_for(lambda: page.evaluate("() => window.__opened !== null"), 30)
+    try:
+        wait_for(lambda: page.evaluate("() => window.__opened !== null"), 10)
+    except TimeoutError:  # the page was redrawn meanwhile (the run ended): no reading
+        return None
     return page.evaluate("() => window.__opened - window.__clickAt")
 
 
 def wait_workers_quiet(server_pid: int, timeout_s: float = 60) -> None:
     """Until the server's workers (and anything else below it) idle: a worker still importing
     torch, or a run not yet ended, would share the cores with the run measured next."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        below = descendants(server_pid)
-        before = sum(map(cpu_or_zero, below))
-        time.sleep(0.5)
-        after = sum(map(cpu_or_zero, below))
-        if after - before < 0.025:
-            return
+    wait_quiet(lambda: descendants(server_pid), timeout_s, idle_cpu_s=0.025)
 
 
 def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:

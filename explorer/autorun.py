@@ -8,7 +8,7 @@ Every full rerun of a scenario page compares the settings with those of the reru
 - a config the store holds: shown at once (a run of the old config in progress is
   superseded: stopped, not stored);
 - otherwise, with auto-run on: the old run is superseded and the new config starts after
-  `DEBOUNCE_S` of no further change (the live fragment ticks until then, then reruns the
+  `DEBOUNCE_S` of no further change (the status fragment ticks until then, then reruns the
   page, which starts it). A large config (by the scenario's estimate) waits for Run.
 - with auto-run off, nothing starts: the page says the settings changed since the run.
 

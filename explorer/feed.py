@@ -65,6 +65,17 @@ def register(feed: Feed, token: str | None = None) -> str:
         return token
 
 
+def adopt(token: str, state_key: str, drawn) -> None:
+    """The page has just built and drawn `drawn` (a live.Drawn) for the feed's run: the feed starts
+    from it (no second build at once, nothing sent twice) and builds again when its budget allows."""
+    feed = get(token)
+    if feed is None or drawn is None:
+        return
+    with feed.lock:
+        feed.state[state_key] = drawn
+        feed.sent = {name: chart["version"] for name, chart in drawn.charts.items()}
+
+
 def get(token: str) -> Feed | None:
     with _lock:
         return _feeds.get(token)

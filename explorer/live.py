@@ -110,8 +110,8 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
     if drawn is None:  # refused: nothing to draw
         return
     with st.container():  # one element whatever it holds: the charts below keep their place, and elements
-        if drawn.markdown and not handle.running:  # read from the whole run: not drawn while the feed
-            st.markdown(drawn.markdown)            # updates the charts (they would outrun it)
+        if drawn.markdown:  # "what to look for" once the run has ended, or why nothing could be drawn
+            st.markdown(drawn.markdown)
         for note in drawn.notes:
             st.caption(note)
     draw_charts(scenario.id, drawn)
@@ -148,10 +148,10 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         return drawn
     try:
         view = build_view(scenario, handle, overlays, band)
-        qualifiers = (["so far"] if snap.running else []) + (
-            [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else [])
-        markdown = ("**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
-                    + scenario.explain(view.base, handle.config).markdown())
+        qualifiers = [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else []
+        markdown = "" if snap.running else (  # read from the whole run: not drawn while it goes on
+            "**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
+            + scenario.explain(view.base, handle.config).markdown())
         charts = {name: payload(name, figure) for name, figure in apply_lines(view.figures, lines).items()}
     except Exception as error:  # figures that cannot draw these records must not take the page down
         drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")

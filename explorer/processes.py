@@ -6,6 +6,8 @@ does not reach them), but their parent is still the worker: that link finds them
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 
 TERM_GRACE_S = 0.3   # SIGTERM, then this long before SIGKILL
 
@@ -28,6 +30,31 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU time `pid` has used, from /proc (0.0 once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def wait_quiet(pids: Callable[[], list[int]], timeout_s: float, idle_cpu_s: float = 0.05,
+               window_s: float = 0.5) -> dict[int, float] | None:
+    """Until the processes `pids()` lists (at least one) use under `idle_cpu_s` of CPU together in
+    `window_s`: None once they do, else (after `timeout_s`) the last window's CPU per process."""
+    deadline = time.monotonic() + timeout_s
+    used: dict[int, float] = {}
+    while time.monotonic() < deadline:
+        before = {pid: cpu_seconds(pid) for pid in pids()}
+        time.sleep(window_s)
+        used = {pid: round(cpu_seconds(pid) - cpu, 2) for pid, cpu in before.items()}
+        if before and sum(used.values()) < idle_cpu_s:
+            return None
+    return used
 
 
 def end_tree(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:

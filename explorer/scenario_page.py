@@ -4,8 +4,10 @@ Order of a rerun: read the URL (a shared link seeds the widgets before they are 
 draw the controls from the Config, check the config against this machine (a refusal is
 said beside the controls and Run is off), mirror the config back to the URL, presets,
 follow the settings (explorer/autorun.py: redraw, serve from the store, or auto-run),
-Run / Stop / auto-run, the live view fragment (run, overlays, seed bands), Compare,
-Export, and the mechanism. Training runs in the pool's worker processes, never here.
+Run / Stop / auto-run, the status line (a fragment while an auto-run waits or the workers
+start; the live feed's component while a run goes on, explorer/feed.py), the charts (run,
+overlays, seed bands), Compare, Export, and the mechanism. Training runs in the pool's worker
+processes, never here.
 """
 import functools
 from collections.abc import Callable
@@ -92,9 +94,11 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     overlays = selected_overlays(scenario, handle)
     starting = machine is None and no_workers is None
     tick = PENDING_TICK_S if pending is not None or starting else None
-    feed_url = live_feed(scenario, handle, overlays, band, lines) if running and tick is None else None
-    live(status_fragment, tick)(scenario, pending, starting, feed_url)
+    token = live_feed(scenario, handle, overlays, band, lines) if running and tick is None else None
+    live(status_fragment, tick)(scenario, pending, starting, feed.url(token) if token else None)
     live(charts_view, None)(scenario, overlays, band, hold=pending is not None, lines=lines)
+    if token:
+        feed.adopt(token, f"drawn:{scenario.id}", st.session_state.get(f"drawn:{scenario.id}"))
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
@@ -130,15 +134,15 @@ def live(view: Callable[..., None], run_every: float | None) -> Callable[..., No
 
 
 def live_feed(scenario: Scenario, handle: RunHandle | SeedGroup, overlays, band: str, lines) -> str:
-    """The running handle's live feed (explorer/feed.py) for this page's view settings: the same
-    token for as long as they stay the same, so the status component keeps following it."""
+    """The token of the running handle's live feed (explorer/feed.py) for this page's view settings:
+    the same for as long as they stay the same, so the status component keeps following it."""
     key = f"feed:{scenario.id}"
     settings = (id(handle), tuple(o.run_id for o in overlays), band, lines)
     kept = st.session_state.get(key)
     token = kept[1] if kept and kept[0] == settings else None
     token = feed.register(feed.Feed(scenario, handle, overlays, band, lines, chart_prefix=scenario.id), token)
     st.session_state[key] = (settings, token)
-    return feed.url(token)
+    return token
 
 
 def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool, feed_url: str | None = None

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from explorer.pool import WorkerPool
-from explorer.processes import descendants
+from explorer.processes import cpu_seconds, descendants, wait_quiet
 from explorer.runs import RunHandle
 from explorer.store import RunStore
 from scenarios import get_scenario
@@ -187,3 +187,17 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
             "Starting the workers (importing torch)…"
     finally:
         pool.shutdown()
+
+
+def test_wait_quiet_tells_a_busy_process_from_an_idle_one() -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)  # both past their start
+        assert wait_quiet(lambda: [idle.pid], timeout_s=10) is None
+        used = wait_quiet(lambda: [busy.pid], timeout_s=1.0)
+        assert used is not None and used[busy.pid] > 0.05, used
+        assert cpu_seconds(busy.pid) > cpu_seconds(idle.pid)
+    finally:
+        busy.kill(), idle.kill(), busy.wait(), idle.wait()
+    assert cpu_seconds(busy.pid) == 0.0, "an ended process has used nothing"

@@ -11,7 +11,7 @@ import pytest
 
 from browser_helpers import PLOT, SIDEBAR, button, open_scenario, press_on_slider, progress_text, wait_progress
 from conftest import ROOT, _free_port, _healthy
-from explorer.processes import descendants
+from explorer.processes import descendants, wait_quiet
 
 pytestmark = [pytest.mark.browser]
 SCENARIO_PATH = "/vanishing-gradients"
@@ -27,31 +27,16 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _workers() -> list[int]:
     return [pid for pid in descendants(os.getpid()) if "explorer.worker" in _cmdline(pid)]
 
 
 def _wait_workers_quiet(timeout_s: float = 120, why: str = "") -> None:
     """Until the workers use no CPU for half a second: a fresh worker imports torch first."""
-    deadline = time.monotonic() + timeout_s
-    used: dict[int, float] = {}
-    while time.monotonic() < deadline:
-        before = {pid: _cpu_s(pid) for pid in _workers()}
-        time.sleep(0.5)
-        used = {pid: round(_cpu_s(pid) - cpu, 2) for pid, cpu in before.items()}
-        if before and sum(used.values()) < 0.05:
-            return
-    raise AssertionError(f"the workers were still busy after {timeout_s} s ({used} s of CPU in the last 0.5 s)"
-                         + (f": {why}" if why else ""))
+    used = wait_quiet(_workers, timeout_s)
+    if used is not None:
+        raise AssertionError(f"the workers were still busy after {timeout_s} s ({used} s of CPU in the last 0.5 s)"
+                             + (f": {why}" if why else ""))
 
 
 def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url) -> None:
