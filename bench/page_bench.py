@@ -136,11 +136,13 @@ def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     expander = expander_open_ms(page) if status(page).startswith("Running") else None
     wait_for(lambda: "ended" in marks(), every_s=0.2)
     cpu = cpu_seconds(server_pid) - cpu_before
+    try:  # a run shorter than the first live draw: its first plot is the final view's
+        wait_for(lambda: "first" in marks(), 30, every_s=0.2)
+    except TimeoutError:
+        pass
     times = marks()
     page_s = (times["ended"] - times["clicked"]) / 1000
     first = (times["first"] - times["clicked"]) / 1000 if "first" in times else None
-    if first is None and page.evaluate(DRAWN_WITH_DATA):
-        first = page_s  # drawn with the final view
     longest = max((t["ms"] for t in page.evaluate("() => window.__long")), default=0.0)
     text = status(page)
     trained = re.search(r" in ([0-9.]+) s", text)  # the worker's own time for Scenario.run
