@@ -95,7 +95,9 @@ export default function (component) {
   }
   // The live feed (explorer/live.py's status component) hands newer figures here while a run goes on.
   const charts = window.__explorerCharts = window.__explorerCharts || {};
-  charts[data.key] = (newer) => update(chart, parentElement, newer, data.plotly);
+  const updater = (newer) => update(chart, parentElement, newer, data.plotly);
+  updater.element = chart;  // a chart of a page left since is no longer connected
+  charts[data.key] = updater;
   update(chart, parentElement, data, data.plotly);
 }
 """

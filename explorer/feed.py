@@ -62,7 +62,6 @@ def register(feed: Feed, token: str | None = None) -> str:
             token = secrets.token_urlsafe(16)
         _feeds[token] = feed  # a page rerun drew its charts afresh: the feed sends every chart again
         return token
-        return token
 
 
 def adopt(token: str, state_key: str, drawn) -> None:

@@ -20,7 +20,10 @@ function paint(box, state) {
 }
 
 async function follow(box, feed, tick, rerun) {
-  const charts = () => window.__explorerCharts || {};
+  const drawn = (key) => {  // the page's chart of that name, if it is on the page
+    const updater = (window.__explorerCharts || {})[key];
+    return updater && updater.element.isConnected ? updater : null;
+  };
   let asked = "";
   while (box.isConnected && box.dataset.feed === feed) {
     let state = null;
@@ -34,8 +37,8 @@ async function follow(box, feed, tick, rerun) {
     if (state && box.dataset.feed === feed) {
       if (!state.running) { rerun("ended"); return; }  // the page draws the final line and view
       paint(box, state);
-      for (const chart of Object.values(state.charts)) { (charts()[chart.key] || (() => {}))(chart); }
-      const missing = state.names.filter((key) => !charts()[key]);
+      for (const chart of Object.values(state.charts)) { (drawn(chart.key) || (() => {}))(chart); }
+      const missing = state.names.filter((key) => !drawn(key));
       if (missing.length && state.names.join() !== asked) { asked = state.names.join(); rerun("charts"); }
     }
   }

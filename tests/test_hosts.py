@@ -36,11 +36,12 @@ def test_the_config_lists_the_local_names() -> None:
 
 
 def test_app_py_is_the_server_with_the_host_check() -> None:
-    """`streamlit run app.py` finds `app` (st.App) in app.py, built with the middleware."""
+    """`streamlit run app.py` finds `app` (st.App) in app.py, built with the middleware (which
+    covers every route, the live feed's too)."""
     from streamlit.web.server.app_discovery import discover_asgi_app
     found = discover_asgi_app(ROOT / "app.py")
     assert found.is_asgi_app and found.app_name == "app", found
-    assert "st.App(__file__, middleware=local_hosts_only())" in (ROOT / "app.py").read_text()
+    assert "st.App(__file__, routes=feed.routes(), middleware=local_hosts_only())" in (ROOT / "app.py").read_text()
 
 
 def asgi_call(scope_type: str, host: bytes) -> list[dict]:
