@@ -93,7 +93,7 @@ export default function (component) {
     chart.setAttribute("data-testid", "explorer-chart");
     parentElement.appendChild(chart);
   }
-  // The live feed (explorer/live.py's status component) hands newer figures here while a run goes on.
+  // The live status line (explorer/live_status.py) hands newer figures here while a run goes on.
   const charts = window.__explorerCharts = window.__explorerCharts || {};
   const updater = (newer) => update(chart, parentElement, newer, data.plotly);
   updater.element = chart;  // a chart of a page left since is no longer connected
@@ -118,6 +118,11 @@ def payload(name: str, figure: go.Figure) -> dict:
     height = int(layout.get("height") or BASE_HEIGHT_PX)
     text = json.dumps(spec, cls=PlotlyJSONEncoder)
     return {"name": name, "figure": text, "height": height, "version": hashlib.sha1(text.encode()).hexdigest()[:16]}
+
+
+def chart_key(page: str, name: str) -> str:
+    """The key of the page's chart `name`: its component's, and the name the live feed hands it newer figures by."""
+    return f"{page}-{name}"
 
 
 def draw(key: str, drawn: dict) -> None:

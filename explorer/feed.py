@@ -3,7 +3,7 @@
 Every Streamlit script run, a fragment's too, makes the browser re-render the whole app: on
 the 2-core machine ~0.1 s of the browser's CPU per run, so a status line ticking every 0.3 s
 took a third of a core from training. While a run goes on the page is therefore drawn once;
-its status component (explorer/live.py) then fetches `GET /_explorer/feed/<token>?wait=TICK_S`
+its status component (explorer/live_status.py) then fetches `GET /_explorer/feed/<token>?wait=TICK_S`
 over and over (the server holds each request for a tick, or until the run ends) and paints
 what it gets: the status line, the run's warnings, and the figures whose
 version changed, which it hands to their chart components (explorer/chart.py) to update in
@@ -26,6 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from explorer.chart import chart_key
 
 PATH = "/_explorer/feed/{token}"
 KEEP_S = 120.0      # a feed nobody polled for this long, whose run has ended, is dropped
@@ -99,11 +101,11 @@ def answer(feed: Feed) -> dict[str, Any]:
         drawn = built(feed.scenario, feed.handle, feed.overlays, feed.band, feed.lines, feed.state) \
             if message["running"] else None
         charts = drawn.charts if drawn is not None else {}
-        message["names"] = [f"{feed.chart_prefix}-{name}" for name in charts]
+        message["names"] = [chart_key(feed.chart_prefix, name) for name in charts]
         message["charts"] = {}
         for name, payload in charts.items():
             if feed.sent.get(name) != payload["version"]:
-                message["charts"][name] = {**payload, "key": f"{feed.chart_prefix}-{name}"}
+                message["charts"][name] = {**payload, "key": chart_key(feed.chart_prefix, name)}
                 feed.sent[name] = payload["version"]
         return message
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from explorer.chart import draw, payload
+from explorer.chart import chart_key, draw, payload
 from explorer.compare import Overlay
 from explorer.line_controls import LineSettings, apply_lines
 from explorer.live_status import live_status
@@ -54,12 +54,21 @@ def handle_key(scenario: Scenario) -> str:
     return f"run:{scenario.id}"
 
 
+def drawn_key(scenario_id: str) -> str:
+    """Where `built` keeps what it last built for a scenario's page (in the state it is given)."""
+    return f"drawn:{scenario_id}"
+
+
+def warnings(snap: Snapshot) -> list[str]:
+    """The run's warnings, one line each: the arms that diverged."""
+    return [plain(f"{event['arm']}: {event['message']}") for event in snap.events if event["kind"] == "diverged"]
+
+
 def live_state(handle: RunHandle | SeedGroup) -> dict:
     """What the status line shows of a running handle (the page's first paint, and every feed message)."""
     snap = handle.snapshot(with_frame=False)
-    warnings = [plain(f"{event['arm']}: {event['message']}") for event in snap.events if event["kind"] == "diverged"]
     return {"running": snap.running, "text": status_line(snap, handle), "progress": snap.progress,
-            "warnings": warnings}
+            "warnings": warnings(snap)}
 
 
 def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | None = None,
@@ -88,9 +97,8 @@ def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | 
         if handle.traceback:
             with st.expander("Traceback"):
                 st.code(handle.traceback)
-    for event in snap.events:
-        if event["kind"] == "diverged":
-            st.warning(plain(f"{event['arm']}: {event['message']}"))
+    for line in warnings(snap):
+        st.warning(line)
     if not snap.running and st.session_state.get(key + ":was_running") and in_fragment:
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state
@@ -105,7 +113,7 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
     handle: RunHandle | SeedGroup | None = st.session_state.get(handle_key(scenario))
     if handle is None:
         return
-    held: Drawn | None = st.session_state.get(f"drawn:{scenario.id}") if hold else None
+    held: Drawn | None = st.session_state.get(drawn_key(scenario.id)) if hold else None
     drawn = held if held is not None and held.charts else built(scenario, handle, overlays, band, lines, st.session_state)
     if drawn is None:  # refused: nothing to draw
         return
@@ -121,7 +129,7 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
           state: MutableMapping) -> Drawn | None:
     """The built view, rebuilt when its inputs changed and the budget allows (see the module doc).
     `state` keeps what was built: the session's state for the page, a feed's own for the feed."""
-    state_key = f"drawn:{scenario.id}"
+    state_key = drawn_key(scenario.id)
     drawn: Drawn = state.get(state_key) or Drawn()
     running = handle.running
     signature = (id(handle), running, handle.rows_count(), handle.config, tuple(o.run_id for o in overlays), band,
@@ -176,13 +184,13 @@ def draw_charts(scenario_id: str, drawn: Drawn) -> None:
     def flush() -> None:
         for column, name in zip(st.columns(2) if pair else [], pair):
             with column:
-                draw(f"{scenario_id}-{name}", drawn.charts[name])
+                draw(chart_key(scenario_id, name), drawn.charts[name])
         pair.clear()
 
     for name in drawn.charts:
         if name in drawn.full_width:
             flush()
-            draw(f"{scenario_id}-{name}", drawn.charts[name])
+            draw(chart_key(scenario_id, name), drawn.charts[name])
             continue
         pair.append(name)
         if len(pair) == 2:

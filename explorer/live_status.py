@@ -73,8 +73,6 @@ _STATUS_CSS = """
 _status = st.components.v2.component("explorer_status", js=_STATUS_JS, css=_STATUS_CSS, isolate_styles=False)
 
 
-
-
 def live_status(key: str, feed_url: str, tick_ms: int, state: dict) -> None:
     """Paint `state` (explorer/live.py `live_state`) now; then the browser follows `feed_url`."""
     _status(key=key, data={"feed": feed_url, "tick_ms": tick_ms, "state": state}, on_rerun_change=lambda: None)

@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from explorer import url
+from explorer import feed, url
 from explorer.autorun import Pending, follow_settings, large, pending_key
 from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
@@ -23,8 +23,7 @@ from explorer.controls import config_controls, drawn_state, seed_state, widget_k
 from explorer.export_panel import export_panel
 from explorer.glossary_page import term_links
 from explorer.line_controls import line_controls
-from explorer import feed
-from explorer.live import charts_view, handle_key, status_view
+from explorer.live import charts_view, drawn_key, handle_key, status_view
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
@@ -98,7 +97,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     live(status_fragment, tick)(scenario, pending, starting, feed.url(token) if token else None)
     live(charts_view, None)(scenario, overlays, band, hold=pending is not None, lines=lines)
     if token:
-        feed.adopt(token, f"drawn:{scenario.id}", st.session_state.get(f"drawn:{scenario.id}"))
+        feed.adopt(token, drawn_key(scenario.id), st.session_state.get(drawn_key(scenario.id)))
     if handle is not None and not running and pending is None and not handle.snapshot().frame.empty:
         compare_panel(scenario, handle)
         export_panel(scenario, handle, overlays, band)
