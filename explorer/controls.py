@@ -53,19 +53,19 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
                 values[name] = st.slider(label, min_value=low, max_value=high, key=key, help=help_text)
         else:
             values[name] = st.text_input(label, key=key, help=help_text)
-        drawn_state(key)
     return values
 
 
 def seed_state(key: str, default: Any) -> Any:
-    """Give the widget `key` its session value (`default` when it has none) until a run has drawn
-    the widget with it. A run cut short by a rerun before the widget was drawn sent the value
-    without the widget, and the browser would then draw the widget's own default (a slider's
-    minimum, a toggle off) and send that back; so the value is written again until the widget is
-    drawn. Not after: every write is sent to the browser as the widget's value, and one that
-    arrived after the next key press would undo that press."""
+    """Give the widget `key` its session value (`default` when it has none) until a page run that
+    drew the widget has completed (`widgets_shown`). A run cut short by a rerun may never deliver
+    what it drew (the next run's start drops what was not yet sent), and the browser would then
+    draw the widget's own default (a slider's minimum, a toggle off) and send that back; so the
+    value is written again until then. Not after: every write is sent to the browser as the
+    widget's value, and one that arrived after the next key press would undo that press."""
     if key not in st.session_state or not st.session_state.get(f"drawn-widget:{key}"):
         st.session_state[key] = st.session_state.get(key, default)
+    st.session_state.setdefault("widgets-drawing", set()).add(key)
     return st.session_state[key]
 
 
@@ -78,6 +78,8 @@ def page_entered(page_id: str) -> None:
             del st.session_state[key]
 
 
-def drawn_state(key: str) -> None:
-    """The widget `key` was drawn in this run, with its session value (see `seed_state`)."""
-    st.session_state[f"drawn-widget:{key}"] = True
+def widgets_shown() -> None:
+    """The page run that drew the seeded widgets has reached its end: they are on the page with their
+    values, and are not written again (see `seed_state`)."""
+    for key in st.session_state.pop("widgets-drawing", set()):
+        st.session_state[f"drawn-widget:{key}"] = True

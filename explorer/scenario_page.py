@@ -19,7 +19,7 @@ from explorer import feed, url
 from explorer.autorun import Pending, follow_settings, large, pending_key
 from explorer.chart import preload
 from explorer.compare_panel import compare_panel, selected_overlays
-from explorer.controls import config_controls, drawn_state, seed_state, widget_key
+from explorer.controls import config_controls, seed_state, widget_key, widgets_shown
 from explorer.export_panel import export_panel
 from explorer.glossary_page import term_links
 from explorer.line_controls import line_controls
@@ -81,7 +81,6 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         running = False
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
-    drawn_state(auto_key)
     note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers)
     if note:
         note_col.caption(note)
@@ -109,6 +108,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     if code:
         with st.expander("The code: what these settings are in the library"):
             st.code(code, language="python")
+    widgets_shown()
     if glossary_page is None:
         st.caption("Glossary: " + " · ".join(scenario.terms))
         return
