@@ -61,8 +61,12 @@ new MutationObserver(() => {
 }).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});"""
 DRAWN_WITH_DATA = """() => [...document.querySelectorAll('div.explorer-chart')].some(c => c.dataset.drawn &&
   (c._fullData || []).some(t => ['x', 'y', 'z', 'values'].some(k => t[k] && t[k].length)))"""
-ALL_DRAWN = """() => { const cs = [...document.querySelectorAll('div.explorer-chart')];
-  return cs.length > 0 && cs.every(c => c.dataset.drawn === c.dataset.version); }"""
+# Charts are drawn only on screen or near it (explorer/chart.py): "drawn" is every chart in view drawn.
+IN_VIEW = """c => { const box = c.getBoundingClientRect(), main = document.querySelector('[data-testid="stMain"]');
+  const area = main ? main.getBoundingClientRect() : {top: 0, bottom: innerHeight};
+  return box.width > 0 && box.bottom > area.top && box.top < area.bottom; }"""
+ALL_DRAWN = f"""() => {{ const cs = [...document.querySelectorAll('div.explorer-chart')].filter({IN_VIEW});
+  return cs.length > 0 && cs.every(c => c.dataset.drawn === c.dataset.version); }}"""
 TIMEOUT_S = 300
 
 

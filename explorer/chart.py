@@ -5,8 +5,11 @@ throws the old chart away and builds a new one — a blank moment on every live 
 Here each figure is a Streamlit component (`st.components.v2`) with a stable key: the
 same element lives for the whole run and plotly.js's `Plotly.react` updates it in place,
 each chart in a task of its own (so one redraw never blocks the page for long), and only
-when its figure changed (the payload carries a version: a hash of the figure). Before a
-figure leaves the server its traces are thinned to what a screen can show.
+when its figure changed (the payload carries a version: a hash of the figure), and only
+while it is on screen or near it: a chart far below is drawn with its newest figure when it is
+scrolled to (at Run, at each live update and when a stored run is shown, a page of seven
+charts draws the two to four in view). Before a figure leaves the server its traces are
+thinned to what a screen can show.
 
 plotly.js itself is the one the Python plotly package ships (the exports' HTML uses the
 same), served once per browser from the package's folder through Streamlit's
@@ -61,16 +64,40 @@ function themed(layout, element) {
   return layout;
 }
 
-function update(chart, parentElement, data, plotly) {
-  chart.style.height = data.height + "px";
-  chart.setAttribute("data-name", data.name);
-  if (chart.dataset.version === data.version) return;
-  chart.dataset.version = data.version;
-  plotlyFrom(plotly).then((Plotly) => setTimeout(() => {
-    if (chart.dataset.version !== data.version) return;  // a newer figure came meanwhile
+// A chart is drawn only while it is on screen or near it (NEAR_PX above or below): one
+// scrolled far away is drawn with its newest figure when it comes near. A page of seven charts
+// then draws the two or three in view, at Run, at every live update and when a stored run is shown.
+const NEAR_PX = 200;  // how far outside the scrolling area a chart is drawn ahead
+
+function scroller(element) {  // the page body scrolls inside Streamlit's main element, not the document
+  return element.closest('[data-testid="stMain"]');
+}
+
+function near(chart) {
+  const box = chart.getBoundingClientRect();
+  if (box.width === 0) return false;  // in a closed expander or a hidden tab
+  const area = chart.__scroller ? chart.__scroller.getBoundingClientRect() : {top: 0, bottom: window.innerHeight};
+  return box.bottom >= area.top - NEAR_PX && box.top <= area.bottom + NEAR_PX;
+}
+
+function watch(chart) {
+  chart.__scroller = scroller(chart);
+  const margin = NEAR_PX + "px";
+  new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (entry.isIntersecting && chart.dataset.drawn !== chart.dataset.version) draw(chart);
+    }
+  }, {root: chart.__scroller, rootMargin: margin + " 0px " + margin + " 0px"}).observe(chart);
+}
+
+function draw(chart) {
+  const data = chart.__latest;
+  plotlyFrom(chart.__plotly).then((Plotly) => setTimeout(() => {
+    if (chart.dataset.version !== data.version || chart.__drawing === data.version) return;  // newer came, or under way
+    chart.__drawing = data.version;
     const started = performance.now();
     const figure = JSON.parse(data.figure);
-    Plotly.react(chart, figure.data, themed(figure.layout, parentElement),
+    Plotly.react(chart, figure.data, themed(figure.layout, chart.__parent),
                  {displaylogo: false, responsive: true}).then(() => {
       chart.dataset.drawn = data.version;
       const draws = window.__explorerDraws = window.__explorerDraws || [];  // read by bench/page_bench.py
@@ -78,6 +105,15 @@ function update(chart, parentElement, data, plotly) {
       if (draws.length > 1000) draws.splice(0, 500);
     });
   }, 0));
+}
+
+function update(chart, parentElement, data, plotly) {
+  chart.style.height = data.height + "px";
+  chart.setAttribute("data-name", data.name);
+  if (chart.dataset.version === data.version) return;
+  chart.dataset.version = data.version;
+  Object.assign(chart, {__latest: data, __parent: parentElement, __plotly: plotly});
+  if (near(chart)) draw(chart);  // else when it comes near (watch)
 }
 
 export default function (component) {
@@ -92,6 +128,7 @@ export default function (component) {
     chart.className = "explorer-chart";
     chart.setAttribute("data-testid", "explorer-chart");
     parentElement.appendChild(chart);
+    watch(chart);
   }
   // The live status line (explorer/live_status.py) hands newer figures here while a run goes on.
   const charts = window.__explorerCharts = window.__explorerCharts || {};

@@ -8,7 +8,7 @@ from explorer.compare import Overlay, differences, isolation_figure, isolation_t
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup
 from explorer.session import run_store, stored_frame
-from explorer.share import choose_isolate, isolate_key, overlay_key
+from explorer.share import choose_isolate, isolate_key, isolate_open_key, overlay_key
 from explorer.store import COMPLETE, StoredRun
 from scenarios.base import ConfigError, Scenario
 from scenarios.plotting import arms_in_order
@@ -71,8 +71,17 @@ def compare_panel(scenario: Scenario, handle: RunHandle | SeedGroup) -> None:
                        "No other stored runs yet: change a setting and press Run",
                        help="Each overlaid run joins every figure as “arm [what differs]”, in the arm's colour but "
                             "lighter and dashed, with hollow markers and hatched bars, grouped by run in the legend.")
-        st.markdown("**Isolate one setting**: the final value of a metric across stored runs that differ "
-                    "from these settings in that one field only (this code version, finished or diverged runs).")
+    # Built only while open: reading every comparable run's records and drawing the figure took
+    # ~60 ms of each page run, and the browser drew the figure even when nobody could see it.
+    isolate = st.expander("Isolate one setting", key=isolate_open_key(scenario), on_change="rerun")
+    if not isolate.open:
+        for kept in (isolate_key(scenario), isolate_metric_key(scenario)):  # not drawn: keep their choices
+            if kept in st.session_state:
+                st.session_state[kept] = st.session_state[kept]
+        return
+    with isolate:
+        st.markdown("The final value of a metric across stored runs that differ from these settings in that one "
+                    "field only (this code version, finished or diverged runs).")
         isolation_view(scenario, handle, current, [r for r in runs if r.code_version == code and r.status in COMPLETE])
 
 
@@ -85,6 +94,10 @@ def _default_field(current: dict[str, Any], runs: list[StoredRun]) -> int:
             counts[next(iter(diff))] += 1
     names = list(current)
     return names.index(max(names, key=lambda n: counts[n])) if names else 0
+
+
+def isolate_metric_key(scenario: Scenario) -> str:
+    return f"isolate-metric:{scenario.id}"
 
 
 def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: dict[str, Any],
@@ -100,7 +113,7 @@ def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: d
         st.session_state[key] = names[_default_field(current, runs)]
     field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,))
     metric = right.selectbox("Metric", metrics, index=metrics.index("loss") if "loss" in metrics else 0,
-                             key=f"isolate-metric:{scenario.id}")
+                             key=isolate_metric_key(scenario))
     candidates = [r for r in runs if set(differences(current, r.config)) <= {field}]
     table = isolation_table(current, [(r.run_id, r.config, stored_frame(r.run_id)) for r in candidates], field, metric)
     if table["value"].nunique() < 2:

@@ -18,7 +18,7 @@ def run_store() -> RunStore:
 
 @st.cache_resource(show_spinner=False)
 def _store_at(path: str) -> RunStore:
-    return RunStore(path)  # it holds only a path; connections are per call
+    return RunStore(path)  # a path and the records it recently saved or read; connections are per call
 
 
 @st.cache_resource(show_spinner=False)
@@ -47,10 +47,5 @@ def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | Non
 
 
 def stored_frame(run_id: str, store: RunStore | None = None):
-    """A stored run's records (cached: a stored run never changes)."""
-    return _stored_frame(str((store or run_store()).path), run_id)
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _stored_frame(path: str, run_id: str):
-    return _store_at(path).frame(run_id)
+    """A stored run's records (the store object keeps those it saved or read: a stored run never changes)."""
+    return (store or run_store()).frame(run_id)

@@ -43,6 +43,11 @@ def isolate_chosen_key(scenario: Scenario) -> str:
     return f"isolate-chosen:{scenario.id}"
 
 
+def isolate_open_key(scenario: Scenario) -> str:
+    """The "Isolate one setting" expander's state: its view is built only while it is open."""
+    return f"isolate-open:{scenario.id}"
+
+
 def choose_isolate(scenario: Scenario) -> None:
     """The isolation selectbox's on_change."""
     st.session_state[isolate_chosen_key(scenario)] = True
@@ -97,6 +102,7 @@ def restore_page(scenario: Scenario, params: Mapping[str, str], store: RunStore)
     if ISOLATE in params:
         if params[ISOLATE] in scenario.field_specs():
             state[isolate_key(scenario)], state[isolate_chosen_key(scenario)] = params[ISOLATE], True
+            state[isolate_open_key(scenario)] = True  # the link names it: show it
         else:
             warnings.append(one_line(f"The link's isolate={params[ISOLATE]!r} is not a setting of this page."))
     if RUN in params:

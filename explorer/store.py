@@ -21,8 +21,10 @@ import json
 import math
 import os
 import sqlite3
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ import pandas as pd
 SCHEMA_VERSION = 3
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
 DEFAULT_PATH = Path.home() / ".cache" / "training-dynamics-explorer" / "runs.sqlite3"
+KEPT_ROWS = 2_000_000  # records of recently saved or read runs kept in memory, per store object
 
 _RECORDS = """
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -123,6 +126,10 @@ class StoredRun:
 class RunStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path or os.environ.get("EXPLORER_STORE") or DEFAULT_PATH)
+        # A stored run's records never change: those saved or read through this object are kept
+        # (reading 10k rows back took ~40 ms of every page run that showed a run again).
+        self._frames: OrderedDict[str, pd.DataFrame] = OrderedDict()
+        self._frames_lock = threading.Lock()
         # Two processes opening a new store at once can meet SQLite's "locked" answer without its
         # busy handler being asked (switching to WAL, or a read lock that must upgrade): retry.
         deadline = time.monotonic() + 30
@@ -192,6 +199,8 @@ class RunStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+        self._keep(run_id, pd.DataFrame({"arm": frame["arm"].astype(str), "step": frame["step"].astype("int64"),
+                                         "metric": frame["metric"].astype(str), "value": frame["value"].astype(float)}))
         return run_id
 
     def lookup(self, scenario: str, key: dict[str, Any], code_version: str) -> StoredRun | None:
@@ -209,13 +218,27 @@ class RunStore:
         return _stored(row) if row else None
 
     def frame(self, run_id: str) -> pd.DataFrame:
-        """The run's records as saved: `arm, step, metric, value`, NaN and ±inf included."""
+        """The run's records as saved: `arm, step, metric, value`, NaN and ±inf included. Each call
+        gets a frame of its own (sharing the kept data: pandas copies on write)."""
+        with self._frames_lock:
+            kept = self._frames.get(run_id)
+            if kept is not None:
+                self._frames.move_to_end(run_id)
+                return kept.copy(deep=False)
         with self._connect() as db:
             frame = pd.read_sql_query("SELECT arm, step, metric, value, nonfinite FROM records WHERE run_id = ? "
                                       "ORDER BY rowid", db, params=(run_id,))
         nonfinite = frame.pop("nonfinite")
         frame["value"] = frame["value"].astype(float).mask(nonfinite.notna(), nonfinite.map(NONFINITE))
-        return frame
+        if len(frame):  # an unknown run id reads as no rows: not kept
+            self._keep(run_id, frame)
+        return frame.copy(deep=False)
+
+    def _keep(self, run_id: str, frame: pd.DataFrame) -> None:
+        with self._frames_lock:
+            self._frames[run_id] = frame
+            while len(self._frames) > 1 and sum(map(len, self._frames.values())) > KEPT_ROWS:
+                self._frames.popitem(last=False)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         with self._connect() as db:
@@ -258,6 +281,8 @@ class RunStore:
     def delete(self, run_id: str) -> None:
         with self._connect() as db:
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        with self._frames_lock:
+            self._frames.pop(run_id, None)
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:

@@ -110,7 +110,10 @@ def test_overlay_and_isolation_on_the_page() -> None:
     assert "[depth=6]" in loss.proto.json, "the overlaid run's arms are in the loss figure, labelled"
     assert any("Overlaid: stored run" in c.value for c in at.caption)
 
-    # Isolation: depth 4 (current), 6 and 8 differ only in depth.
+    # Isolation: depth 4 (current), 6 and 8 differ only in depth. Built only while its expander is open.
+    assert not [c for c in at.get("plotly_chart") if "Final loss against depth" in c.proto.spec]
+    at.session_state["isolate-open:vanishing-gradients"] = True
+    at.run()
     assert at.selectbox(key="isolate-field:vanishing-gradients").value == "depth"
     isolation = [c for c in at.get("plotly_chart") if "Final loss against depth" in c.proto.spec]
     assert isolation, "the isolation figure is drawn"

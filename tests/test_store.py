@@ -24,7 +24,7 @@ def test_saved_run_round_trips_and_is_found_by_its_key(isolated_store) -> None:
                         [{"arm": "a", "step": 1, "kind": "diverged", "message": "m"}], 1.5)
     found = store.lookup("demo", {"a": 1, "b": 2}, "v1")  # key order does not matter
     assert found is not None and found.run_id == run_id and found.summary == {"x": 1}
-    pd.testing.assert_frame_equal(store.frame(run_id), FRAME)
+    pd.testing.assert_frame_equal(RunStore().frame(run_id), FRAME)  # a new object reads the file
     assert store.events(run_id)[0]["kind"] == "diverged"
     assert store.lookup("demo", {"a": 1, "b": 3}, "v1") is None, "another config"
     assert store.lookup("demo", {"a": 1, "b": 2}, "v2") is None, "another code version"
@@ -45,6 +45,22 @@ def test_delete_removes_the_run_and_its_records(isolated_store) -> None:
     assert store.get(run_id) is None and store.frame(run_id).empty
 
 
+def test_records_kept_in_memory_read_as_the_file_does(isolated_store) -> None:
+    """A store object keeps the records it saved or read; what it hands out equals what the file
+    holds, is the caller's own to change, and goes with a deleted run."""
+    frame = pd.DataFrame({"arm": ["a", "b", "b"], "step": [0, 0, 1], "metric": ["loss"] * 3,
+                          "value": [0.5, math.nan, math.inf]})
+    store = RunStore()
+    run_id = store.save("demo", {"a": 1}, "v1", "finished", frame, {})
+    kept, read = store.frame(run_id), RunStore().frame(run_id)
+    pd.testing.assert_frame_equal(kept, read)
+    kept["value"] = 0.0
+    kept["extra"] = 1
+    pd.testing.assert_frame_equal(store.frame(run_id), read)
+    store.delete(run_id)
+    assert store.frame(run_id).empty
+
+
 def test_store_uses_wal_and_a_schema_version(isolated_store) -> None:
     RunStore()
     db = sqlite3.connect(isolated_store)
@@ -62,7 +78,7 @@ def test_nan_and_infinities_are_stored_and_read_back_as_such(isolated_store) -> 
     frame = pd.DataFrame({"arm": ["a"] * 6, "step": range(6), "metric": ["loss"] * 6, "value": values})
     store = RunStore()
     run_id = store.save("demo", {"a": 1}, "v1", "diverged", frame, {"final": math.nan})
-    back = store.frame(run_id)
+    back = RunStore().frame(run_id)
     assert back["value"].tolist()[:1] + back["value"].tolist()[2:] == [0.5, math.inf, -math.inf, 0.0, 1e308]
     assert math.isnan(back["value"][1]), back
     assert back["value"].dtype == float and math.isnan(store.get(run_id).summary["final"])

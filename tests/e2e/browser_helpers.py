@@ -116,6 +116,15 @@ def pick_option(page, select, text: str, tries: int = 3) -> None:
             wait_idle(page, quiet_checks=3)
 
 
+def chart(page, name: str):
+    """The page's chart `name` (a figure's name in the scenario's `figures()`), scrolled into view:
+    a chart is drawn only on screen or near it (explorer/chart.py)."""
+    element = page.locator(f'div.explorer-chart[data-name="{name}"]').first
+    element.wait_for(state="attached", timeout=30_000)
+    element.scroll_into_view_if_needed()
+    return element
+
+
 def open_scenario(page, app_url: str, path: str, title: str) -> None:
     page.goto(app_url + path)
     page.get_by_role("heading", name=title).first.wait_for()

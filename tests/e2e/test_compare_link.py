@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from browser_helpers import MAIN, PLOT, button, pick_option, progress_text, wait_done, wait_idle
+from browser_helpers import MAIN, PLOT, button, chart, pick_option, progress_text, wait_done, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,6 +24,7 @@ def train(page, app_url: str, depth: int) -> str:
 
 def comparison(page) -> tuple[str, set[str]]:
     """The run the page shows, and the overlay tags in its loss figure's legend."""
+    chart(page, "loss")
     loss = page.locator(PLOT).filter(has_text="Training loss").first
     loss.wait_for(timeout=RUN_TIMEOUT_S * 1000)
     page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some("

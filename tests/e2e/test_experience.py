@@ -9,8 +9,8 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 
-from browser_helpers import (MAIN, PLOT, SIDEBAR, button, pick_option, press_on_slider, slider_value, wait_done,
-                             wait_idle)
+from browser_helpers import (MAIN, PLOT, SIDEBAR, button, chart, pick_option, press_on_slider, slider_value,
+                             wait_done, wait_idle)
 from scenarios import get_scenario
 
 pytestmark = [pytest.mark.browser]
@@ -54,6 +54,7 @@ def test_shared_link_run_overlay_and_zip_bundle(page, app_url, tmp_path) -> None
     pick_option(page, page.locator(f'{MAIN} [data-testid="stMultiSelect"]').first, first_run)
     page.keyboard.press("Escape")
     wait_idle(page)
+    chart(page, "loss")  # the figures are above the panel: drawn again once scrolled back to
     loss = page.locator(PLOT).filter(has_text="Training loss").first
     loss.get_by_text("[depth=5]").first.wait_for(timeout=30_000)
 

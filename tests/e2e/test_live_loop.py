@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from browser_helpers import PLOT, SIDEBAR, button, open_scenario, press_on_slider, progress_text, wait_progress
+from browser_helpers import (PLOT, SIDEBAR, button, open_scenario, press_on_slider, progress_text, wait_done,
+                             wait_progress)
 from conftest import ROOT, _free_port, _healthy
 from explorer.processes import descendants, wait_quiet
 
@@ -66,6 +67,23 @@ def test_a_moved_slider_runs_the_new_value_and_cancels_the_old_run(page, app_url
     # missed the stop's grace was ended and replaced; the replacement imports torch for a few
     # seconds, and then is quiet too.
     _wait_workers_quiet(QUIET_AFTER_STOP_S, "the old run was not cancelled")
+
+
+def test_a_chart_far_below_the_screen_is_drawn_when_scrolled_to(page, app_url) -> None:
+    """Only charts on screen (or near it) are drawn; one far below gets its figure when it comes near."""
+    page.set_viewport_size({"width": 1400, "height": 700})
+    open_scenario(page, app_url, SCENARIO_PATH + "?seed=78&steps=40", "Vanishing gradients")
+    button(page, "Run").click()
+    wait_done(page, r"^Finished", RUN_TIMEOUT_S)
+    first, last = page.locator("div.explorer-chart").first, page.locator("div.explorer-chart").last
+    assert first.evaluate("c => c.dataset.drawn === c.dataset.version"), "the chart on screen is drawn"
+    gap = last.evaluate("""c => c.getBoundingClientRect().top
+                               - document.querySelector('[data-testid="stMain"]').getBoundingClientRect().bottom""")
+    assert gap > 300, f"the last chart is only {gap:.0f} px below the screen: the page's layout changed"
+    assert last.evaluate("c => c.dataset.version && c.dataset.drawn !== c.dataset.version"), "drawn far off screen"
+    last.scroll_into_view_if_needed()
+    page.wait_for_function("c => c.dataset.drawn === c.dataset.version", arg=last.element_handle(), timeout=10_000)
+    assert last.locator(PLOT).count() or last.evaluate("c => c.classList.contains('js-plotly-plot')")
 
 
 def test_an_expander_opens_while_a_run_is_drawing(page, app_url) -> None:
