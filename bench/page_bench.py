@@ -6,15 +6,17 @@ One `streamlit run app.py` (its own empty store), headless Chromium (/usr/bin/ch
 headless warm worker of its own for the same configs without the page, interleaved: page run,
 headless run, page run, ... (each repeat with a new seed, so every run trains). Per scenario:
 
-- first plot: from the Run click to the first chart drawn with data in it (warm pool);
-- page / headless: the run's time in the page (Run click to "Finished" on screen) over the
+- first plot: from the Run press (the page's own pointerdown) to the first chart drawn with data in
+  it (warm pool);
+- page / headless: the run's time in the page (Run press to "Finished" on screen) over the
   headless worker's `Scenario.run` time of the same config (medians); "in the worker" is the
   page's worker's own `Scenario.run` time (the status line's "in … s"): training slowed by
   what runs beside it, against the time around training (handing the run over, the last redraw);
 - longest task: the browser main thread's longest task during the run (PerformanceObserver
   `longtask`; 50 ms is the smallest it reports);
 - expander: from the click on "The mechanism" mid-run to the frame that shows it open;
-- stored shown: from the slider key press that moves back to a stored config to its charts drawn;
+- stored shown: from the press that moves the seed back to a stored config to the "Served from the
+  run store" line and the charts in view drawn (charts are drawn only on screen or near it);
 - server CPU: the Streamlit process's CPU time over the run's wall time (the view's cost;
   training runs in the workers).
 
@@ -57,6 +59,9 @@ new MutationObserver(() => {
   const line = document.querySelector('[data-testid="stProgress"], [data-testid="explorer-progress"]');
   if (marks.ended === undefined && line && /^\s*(Finished|Failed|Stopped|Not run)/.test(line.textContent)) {
     marks.ended = performance.now();
+  }
+  if (marks.served === undefined && line && /^\s*Served from the run store/.test(line.textContent)) {
+    marks.served = performance.now();
   }
 }).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});"""
 DRAWN_WITH_DATA = """() => [...document.querySelectorAll('div.explorer-chart')].some(c => c.dataset.drawn &&
@@ -133,7 +138,9 @@ def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     open_page(page, base, scenario.id, seed)
     wait_workers_quiet(server_pid)
     cpu_before = cpu_seconds(server_pid)
-    page.evaluate("() => { window.__long = []; window.__marks = {clicked: performance.now()}; }")
+    page.evaluate("""b => { window.__long = []; window.__marks = {clicked: performance.now()};  // then the press itself
+      b.addEventListener('pointerdown', e => { window.__marks.clicked = e.timeStamp; }, {once: true, capture: true}); }""",
+                  run_button(page).element_handle())
     run_button(page).click()
     marks = lambda: page.evaluate("() => window.__marks")  # noqa: E731
     wait_for(lambda: "first" in marks() or "ended" in marks(), every_s=0.1)
@@ -156,20 +163,30 @@ def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
 
 
 def stored_shown_s(page) -> float | None:
-    """Move the seed field up (a new config: auto-run trains it), then back (stored: shown at once)."""
-    seed = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInput"] input').first
+    """Move the seed field up (a new config: auto-run trains it), then back (stored: shown at once).
+    From the press (the page's own pointerdown time) to the "Served from the run store" line and
+    the last chart in view drawn with the stored run's figure, whichever comes later."""
     plus = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepUp"]').first
     minus = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepDown"]').first
-    if not seed.count():
+    if not plus.count():
         return None
     before = status(page)
     plus.click()
-    wait_for(lambda: status(page) != before and status(page).startswith("Finished"), every_s=0.05)
-    wait_for(lambda: page.evaluate(ALL_DRAWN))
-    pressed = time.perf_counter()
+    wait_for(lambda: status(page) != before and status(page).startswith("Finished"), every_s=0.2)
+    wait_for(lambda: page.evaluate(ALL_DRAWN), every_s=0.2)
+    time.sleep(0.5)
+    page.evaluate("""b => b.addEventListener('pointerdown', e => { window.__marks = {clicked: e.timeStamp}; },
+                                           {once: true, capture: true})""", minus.element_handle())
     minus.click()
-    shown = wait_for(lambda: status(page).startswith("Served from the run store") and page.evaluate(ALL_DRAWN))
-    return shown - pressed
+    wait_for(lambda: page.evaluate("() => window.__marks.served !== undefined"), 60, every_s=0.1)
+    wait_for(lambda: page.evaluate(ALL_DRAWN), 30, every_s=0.1)
+    time.sleep(0.3)  # a draw that started before the check
+    marks = page.evaluate(f"""() => {{ const inView = new Set([...document.querySelectorAll('div.explorer-chart')]
+        .filter({IN_VIEW}).map(c => c.dataset.name));
+      const ends = (window.__explorerDraws || []).filter(d => d.at > window.__marks.clicked && inView.has(d.name))
+        .map(d => d.at + d.ms);
+      return {{...window.__marks, drawn: Math.max(window.__marks.served, ...ends)}}; }}""")
+    return (marks["drawn"] - marks["clicked"]) / 1000
 
 
 def main() -> None:
@@ -246,13 +263,15 @@ def three_tabs(context, base: str, scenario, headless: WorkerPool) -> str:
     tabs = [context.new_page() for _ in range(3)]
     for i, tab in enumerate(tabs):
         open_page(tab, base, scenario.id, 2000 + i)
-    started = time.perf_counter()
     for tab in tabs:
         tab.evaluate("() => { window.__marks = {clicked: performance.now()}; }")
         run_button(tab).click()
     for tab in tabs:
         wait_for(lambda: "ended" in tab.evaluate("() => window.__marks"), every_s=0.2)
-    together = time.perf_counter() - started
+    # From the first press to the last "Finished", each on its tab's own clock (epoch ms).
+    marks = [tab.evaluate("() => ({clicked: performance.timeOrigin + window.__marks.clicked, "
+                          "ended: performance.timeOrigin + window.__marks.ended})") for tab in tabs]
+    together = (max(m["ended"] for m in marks) - min(m["clicked"] for m in marks)) / 1000
     alone = 0.0
     for i in range(3):
         handle = RunHandle.start(scenario, scenario.validate({"seed": 2000 + i}), pool=headless)

@@ -17,6 +17,7 @@ A run may be given a name (the Runs page); schema 3 added the column, and openin
 or schema-2 store adds it, empty, in the same transaction.
 """
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 SCHEMA_VERSION = 3
@@ -99,6 +101,19 @@ def encode_value(value: float) -> tuple[float | None, str | None]:
     if math.isfinite(value):
         return value, None
     return None, "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def _record_rows(run_id: str, frame: pd.DataFrame) -> Iterator[tuple]:
+    """The frame's rows as the records table's, each value as `encode_value` gives it (a column at
+    a time: row by row took ~60 ms of the ~100 ms that saving 10k records took)."""
+    values = frame["value"].to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    value = values.astype(object)
+    value[~finite] = None
+    nonfinite = np.full(len(values), None, dtype=object)
+    nonfinite[~finite] = np.where(np.isnan(values[~finite]), "nan", np.where(values[~finite] > 0, "inf", "-inf"))
+    return zip(itertools.repeat(run_id), frame["arm"].astype(str).tolist(), frame["step"].astype("int64").tolist(),
+               frame["metric"].astype(str).tolist(), value.tolist(), nonfinite.tolist())
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -190,9 +205,7 @@ class RunStore:
                     run_id, scenario, canonical(config), result_key(scenario, config if key is None else key, code_version),
                     code_version,
                     status, time.time(), duration_s, json.dumps(summary), error))
-                db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)",
-                               ((run_id, arm, int(step), metric, *encode_value(float(value)))
-                                for arm, step, metric, value in frame[["arm", "step", "metric", "value"]].itertuples(index=False)))
+                db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", _record_rows(run_id, frame))
                 db.executemany("INSERT INTO events VALUES (?,?,?,?,?)",
                                ((run_id, e["arm"], e["step"], e["kind"], e["message"]) for e in events))
                 db.execute("COMMIT")
