@@ -66,7 +66,7 @@ function themed(layout, element) {
 
 // A chart is drawn only while it is on screen or near it (NEAR_PX above or below): one
 // scrolled far away is drawn with its newest figure when it comes near. A page of seven charts
-// then draws the two or three in view, at Run, at every live update and when a stored run is shown.
+// then draws the two to four in view, at Run, at every live update and when a stored run is shown.
 const NEAR_PX = 200;  // how far outside the scrolling area a chart is drawn ahead
 
 function scroller(element) {  // the page body scrolls inside Streamlit's main element, not the document
