@@ -57,10 +57,10 @@ new MutationObserver(() => {
     marks.first = performance.now();
   }
   const line = document.querySelector('[data-testid="stProgress"], [data-testid="explorer-progress"]');
-  if (marks.ended === undefined && line && /^\s*(Finished|Failed|Stopped|Not run)/.test(line.textContent)) {
+  if (marks.ended === undefined && line && /^\\s*(Finished|Failed|Stopped|Not run)/.test(line.textContent)) {
     marks.ended = performance.now();
   }
-  if (marks.served === undefined && line && /^\s*Served from the run store/.test(line.textContent)) {
+  if (marks.served === undefined && line && /^\\s*Served from the run store/.test(line.textContent)) {
     marks.served = performance.now();
   }
 }).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});"""
