@@ -39,7 +39,7 @@ from explorer.store_schema import MIGRATE_1_TO_2, MIGRATE_2_TO_3, SCHEMA, SCHEMA
 
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
 DEFAULT_PATH = Path.home() / ".cache" / "training-dynamics-explorer" / "runs.sqlite3"
-KEPT_ROWS = 2_000_000  # records of recently saved or read runs kept in memory, per store object
+KEPT_ROWS = 1_000_000  # records of recently saved or read runs kept in memory per store object (~70 MB)
 
 RUN_COLUMNS = ("run_id, scenario, config_json, key, code_version, status, created_at, duration_s, summary_json, "
                "error, name")
