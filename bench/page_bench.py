@@ -64,8 +64,6 @@ new MutationObserver(() => {
     marks.served = performance.now();
   }
 }).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});"""
-DRAWN_WITH_DATA = """() => [...document.querySelectorAll('div.explorer-chart')].some(c => c.dataset.drawn &&
-  (c._fullData || []).some(t => ['x', 'y', 'z', 'values'].some(k => t[k] && t[k].length)))"""
 # Charts are drawn only on screen or near it (explorer/chart.py): "drawn" is every chart in view drawn.
 IN_VIEW = """c => { const box = c.getBoundingClientRect(), main = document.querySelector('[data-testid="stMain"]');
   const area = main ? main.getBoundingClientRect() : {top: 0, bottom: innerHeight};

@@ -51,7 +51,7 @@ class StoreError(ValueError):
 
 
 def _record_rows(run_id: str, frame: pd.DataFrame) -> Iterator[tuple]:
-    """The frame's rows as the records table's: a finite value as (value, NULL), any other as
+    """The rows of `frame` (as `save` types it) as the records table's: a finite value as (value, NULL), any other as
     (NULL, 'nan' | 'inf' | '-inf'). Built a column at a time (row by row took ~60 ms of the
     ~100 ms that saving 10k records took)."""
     values = frame["value"].to_numpy(dtype=float)
@@ -60,8 +60,8 @@ def _record_rows(run_id: str, frame: pd.DataFrame) -> Iterator[tuple]:
     value[~finite] = None
     nonfinite = np.full(len(values), None, dtype=object)
     nonfinite[~finite] = np.where(np.isnan(values[~finite]), "nan", np.where(values[~finite] > 0, "inf", "-inf"))
-    return zip(itertools.repeat(run_id), frame["arm"].astype(str).tolist(), frame["step"].astype("int64").tolist(),
-               frame["metric"].astype(str).tolist(), value.tolist(), nonfinite.tolist())
+    return zip(itertools.repeat(run_id), frame["arm"].tolist(), frame["step"].tolist(), frame["metric"].tolist(),
+               value.tolist(), nonfinite.tolist())
 
 
 def canonical(config: dict[str, Any]) -> str:
@@ -146,6 +146,8 @@ class RunStore:
         """Write one run, all or nothing. Returns its run id. `key` is the part of the config the
         result depends on (the scenario's `key_of`: view fields left out); default the whole config."""
         run_id = uuid.uuid4().hex[:12]
+        frame = pd.DataFrame({"arm": frame["arm"].astype(str), "step": frame["step"].astype("int64"),
+                              "metric": frame["metric"].astype(str), "value": frame["value"].astype(float)})
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -160,8 +162,7 @@ class RunStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        self._keep(run_id, pd.DataFrame({"arm": frame["arm"].astype(str), "step": frame["step"].astype("int64"),
-                                         "metric": frame["metric"].astype(str), "value": frame["value"].astype(float)}))
+        self._keep(run_id, frame)
         return run_id
 
     def lookup(self, scenario: str, key: dict[str, Any], code_version: str) -> StoredRun | None:
