@@ -111,13 +111,23 @@ def expander_open_ms(page) -> float | None:
     summary = page.locator('[data-testid="stExpander"] summary').filter(has_text="The mechanism")
     if not summary.count():
         return None
-    if summary.evaluate("s => s.parentElement.open"):
+    is_open = lambda: summary.evaluate("s => s.parentElement.open")  # noqa: E731
+    for _ in range(3):  # the page closes it at Run, with an animation: a click during that one opens it again
+        if not is_open():
+            break
         summary.click()
-        time.sleep(1.0)  # its closing animation: a click during it is answered only after it
+        try:
+            wait_for(lambda: not is_open(), 3, every_s=0.05)
+        except TimeoutError:
+            continue
+        time.sleep(0.6)  # the end of its closing animation
+    if is_open() or not status(page).startswith("Running"):
+        return None  # still open, or the run ended meanwhile: no mid-run reading
     page.evaluate("""s => { window.__opened = null; const d = s.parentElement;
       s.addEventListener('pointerdown', e => { window.__clickAt = e.timeStamp; }, {once: true, capture: true});
-      d.addEventListener('toggle', () => requestAnimationFrame(() => { window.__opened = performance.now(); }),
-                         {once: true}); }""", summary.element_handle())
+      const opened = () => { if (!d.open) return;  // a toggle that closed it is not the reading
+        d.removeEventListener('toggle', opened); requestAnimationFrame(() => { window.__opened = performance.now(); }); };
+      d.addEventListener('toggle', opened); }""", summary.element_handle())
     summary.click()
     try:
         wait_for(lambda: page.evaluate("() => window.__opened !== null"), 10)
