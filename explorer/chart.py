@@ -154,7 +154,13 @@ def payload(name: str, figure: go.Figure) -> dict:
     layout.pop("template", None)  # the page's theme, not plotly's grey default
     height = int(layout.get("height") or BASE_HEIGHT_PX)
     text = json.dumps(spec, cls=PlotlyJSONEncoder)
-    return {"name": name, "figure": text, "height": height, "version": hashlib.sha1(text.encode()).hexdigest()[:16]}
+    return {"name": name, "figure": text, "height": height, "version": hashlib.sha1(text.encode()).hexdigest()[:16],
+            "points": max((_points(trace) for trace in spec["data"]), default=0)}
+
+
+def shows_data(chart: dict) -> bool:
+    """Whether a `payload` draws anything of the run (see `_points`)."""
+    return chart.get("points", 0) >= 2
 
 
 def chart_key(page: str, name: str) -> str:
@@ -202,6 +208,17 @@ def _min_max_indices(y: np.ndarray, buckets: int) -> np.ndarray:
         elif end > start:
             keep.add(start)
     return np.array(sorted(keep))
+
+
+def _points(trace: dict) -> int:
+    """How much a trace draws, counted so that 2 is the least that shows: one point of a line is not
+    seen, one marker, bar or heatmap cell is (those count double)."""
+    kind = trace.get("type", "scatter")
+    if kind in ("heatmap", "contour"):
+        return 2 * int(np.size(trace["z"])) if trace.get("z") is not None else 0
+    count = max(_length(trace.get("y")), _length(trace.get("x")))
+    lines_only = kind in ("scatter", "scattergl") and "markers" not in str(trace.get("mode", "lines"))
+    return count if lines_only else 2 * count
 
 
 def _length(values) -> int:

@@ -62,8 +62,22 @@ def register(feed: Feed, token: str | None = None) -> str:
         _prune()
         if token is None or token not in _feeds:
             token = secrets.token_urlsafe(16)
+        elif _feeds[token].handle is feed.handle:  # what it built stays: the page draws it (`catch_up`)
+            feed.state = _feeds[token].state
         _feeds[token] = feed  # a page rerun drew its charts afresh: the feed sends every chart again
         return token
+
+
+def catch_up(token: str, state_key: str, state) -> None:
+    """Before a page rerun draws a running feed's charts: if the feed built them from more records than
+    the page did, the page takes the feed's (so it draws the newest, and builds none of its own
+    within the budget)."""
+    feed = get(token)
+    theirs = feed.state.get(state_key) if feed is not None else None
+    ours = state.get(state_key)
+    if theirs is not None and theirs.signature and (
+            ours is None or not ours.signature or theirs.signature[2] > ours.signature[2]):
+        state[state_key] = theirs
 
 
 def adopt(token: str, state_key: str, drawn) -> None:
@@ -110,9 +124,17 @@ def answer(feed: Feed) -> dict[str, Any]:
         return message
 
 
+def filling(feed: Feed) -> bool:
+    """Whether the feed's charts are still filling in and new records could fill them now: a held poll
+    is then answered at once (the first curves are not kept waiting for the tick)."""
+    from explorer.live import drawn_key
+    drawn = feed.state.get(drawn_key(feed.scenario.id))
+    return drawn is not None and drawn.due(feed.handle.rows_count())  # None: the page is drawing it
+
+
 async def endpoint(request: Request) -> JSONResponse:
     """`?wait=S`: answer after S seconds, or as soon as the run ends (so the page learns of the end
-    at once, not at its next tick). The answer is built in a worker thread: a rebuild never blocks
+    at once, not at its next tick) or new records could fill charts still empty. The answer is built in a worker thread: a rebuild never blocks
     the event loop."""
     feed = get(request.path_params["token"])
     if feed is None:
@@ -122,7 +144,7 @@ async def endpoint(request: Request) -> JSONResponse:
     except ValueError:
         wait_s = 0.0
     deadline = time.monotonic() + wait_s
-    while feed.handle.running and time.monotonic() < deadline:
+    while feed.handle.running and time.monotonic() < deadline and not filling(feed):
         await asyncio.sleep(END_CHECK_S)
     return JSONResponse(await run_in_threadpool(answer, feed), headers={"Cache-Control": "no-store"})
 

@@ -94,6 +94,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     tick = PENDING_TICK_S if pending is not None or starting else None
     token = live_feed(scenario, handle, overlays, band, lines) if running and tick is None else None
     live(status_fragment, tick)(scenario, pending, starting, feed.url(token) if token else None)
+    if token:
+        feed.catch_up(token, drawn_key(scenario.id), st.session_state)
     live(charts_view, None)(scenario, overlays, band, hold=pending is not None, lines=lines)
     if token:
         feed.adopt(token, drawn_key(scenario.id), st.session_state.get(drawn_key(scenario.id)))

@@ -1,0 +1,120 @@
+"""The live view's budget: charts still empty are rebuilt at once, filled ones within the budget."""
+import time
+
+import plotly.graph_objects as go
+import pytest
+
+from explorer import chart, feed, live
+from explorer.runs import Snapshot
+from scenarios import get_scenario
+
+
+class Growing:
+    """A running handle whose records are the first `rows` of a real run's."""
+
+    running = True
+
+    def __init__(self, frame, config) -> None:
+        self.frame, self.config, self.rows = frame, config, 0
+
+    def rows_count(self) -> int:
+        return self.rows
+
+    def snapshot(self, with_frame: bool = True) -> Snapshot:
+        return Snapshot(self.frame.iloc[:self.rows], "running", 0.5, [], None, 1.0, None)
+
+
+@pytest.fixture(scope="module")
+def run():
+    scenario = get_scenario("vanishing-gradients")
+    config = scenario.validate({"depth": 4, "width": 16, "steps": 40})
+    return scenario, config, scenario.run(config).frame
+
+
+def build(scenario, handle, state: dict, rows: int) -> live.Drawn:
+    """The live view built from the first `rows` records, the budget's wait treated as over."""
+    handle.rows = rows
+    kept = state.get(live.drawn_key(scenario.id))
+    if kept is not None:
+        kept.next_at = 0.0
+    return live.built(scenario, handle, [], "min–max", None, state)
+
+
+def test_a_chart_shows_data_from_two_points_of_a_line_or_one_marker_bar_or_cell() -> None:
+    def shows(*traces) -> bool:
+        return chart.shows_data(chart.payload("figure", go.Figure(list(traces))))
+
+    assert not shows() and not shows(go.Scatter(y=[1.0])), "one point of a line is not seen"
+    assert shows(go.Scatter(y=[1.0, 2.0])) and shows(go.Scatter(y=[1.0]), go.Scatter(y=[1.0, 3.0]))
+    assert shows(go.Scatter(y=[1.0], mode="lines+markers")) and shows(go.Bar(y=[3.0]))
+    assert shows(go.Heatmap(z=[[1.0]])) and not shows(go.Heatmap(z=[]))
+
+
+def test_charts_still_empty_are_rebuilt_at_the_next_records_and_filled_ones_within_the_budget(run) -> None:
+    scenario, config, frame = run
+    undrawn = frame[frame["metric"] == "accuracy"].reset_index(drop=True)  # records no chart draws
+    handle, state = Growing(undrawn, config), {}
+    blank = build(scenario, handle, state, len(undrawn) // 2)
+    assert blank.charts and not any(map(chart.shows_data, blank.charts.values()))
+    assert blank.next_at <= time.monotonic(), "no chart shows anything: the next records are built at once"
+    assert blank.due(len(undrawn) // 2 + 1) and not blank.due(len(undrawn) // 2), "at new records only"
+
+    handle, state = Growing(frame, config), {}
+    first = build(scenario, handle, state, 1)
+    assert not all(map(chart.shows_data, first.charts.values()))
+    assert first.quick_left == live.QUICK_BUILDS - 1
+    assert first.next_at <= time.monotonic() + 0.8 * live.MIN_REBUILD_S, "charts still empty: the fastest rate"
+    first.next_at = 0.0
+    assert first.due(2) and not first.due(1)
+
+    before = time.monotonic()
+    full = build(scenario, handle, state, len(frame))
+    assert all(map(chart.shows_data, full.charts.values()))
+    assert full.quick_left == 0 and not full.due(len(frame) + 100), "filled: the budget decides"
+    assert full.next_at >= before + 0.8 * max(live.MIN_REBUILD_S, full.cost_s / live.VIEW_CPU_SHARE)
+
+
+def test_a_chart_that_stays_empty_costs_a_few_quick_rebuilds_only(run) -> None:
+    scenario, config, frame = run
+    without_loss = frame[frame["metric"] != "loss"].reset_index(drop=True)
+    handle, state = Growing(without_loss, config), {}
+    lefts = [build(scenario, handle, state, rows).quick_left
+             for rows in range(len(without_loss) // 2, len(without_loss), len(without_loss) // 16)]
+    drawn = state[live.drawn_key(scenario.id)]
+    assert not chart.shows_data(drawn.charts["loss"]) and drawn.charts, "the loss chart stays empty"
+    assert lefts[:live.QUICK_BUILDS] == list(range(live.QUICK_BUILDS - 1, -1, -1))[:len(lefts)]
+    assert lefts[-1] == 0 and not drawn.due(len(without_loss)), "then the budget decides"
+
+
+def test_a_held_poll_is_answered_at_new_records_while_charts_fill_in(run) -> None:
+    scenario, config, frame = run
+    handle = Growing(frame, config)
+    subscription = feed.Feed(scenario, handle, [], "min–max", None, chart_prefix=scenario.id)
+    assert not feed.filling(subscription), "the page has not drawn it yet: nothing to answer early"
+    build(scenario, handle, subscription.state, 1)
+    assert not feed.filling(subscription), "no new records"
+    handle.rows = 5
+    assert not feed.filling(subscription), "new records, but the wait is not over"
+    subscription.state[live.drawn_key(scenario.id)].next_at = 0.0
+    assert feed.filling(subscription), "new records, charts empty, the wait over: answer now"
+    build(scenario, handle, subscription.state, len(frame))
+    handle.rows = len(frame) + 1
+    assert not feed.filling(subscription), "every chart shows something: held for its tick"
+
+
+def test_a_page_rerun_draws_what_its_feed_built_from_more_records(run) -> None:
+    scenario, config, frame = run
+    handle, page_state = Growing(frame, config), {}
+    key = live.drawn_key(scenario.id)
+    token = feed.register(feed.Feed(scenario, handle, [], "min–max", None, chart_prefix=scenario.id))
+    build(scenario, handle, page_state, 1)
+    feed.adopt(token, key, page_state[key])
+    newer = build(scenario, handle, feed.get(token).state, len(frame))
+    again = feed.register(feed.Feed(scenario, handle, [], "min–max", None, chart_prefix=scenario.id), token)
+    assert again == token and feed.get(token).state[key] is newer, "a page rerun keeps what its feed built"
+    feed.catch_up(token, key, page_state)
+    assert page_state[key] is newer, "the page draws the feed's newer charts"
+    other: dict = {}
+    ours = build(scenario, handle, other, len(frame))
+    feed.catch_up(token, key, other)
+    assert other[key] is ours, "the page's own, built from as many records, stays"
