@@ -112,15 +112,15 @@ def expander_open_ms(page) -> float | None:
     if not summary.count():
         return None
     is_open = lambda: summary.evaluate("s => s.parentElement.open")  # noqa: E731
-    for _ in range(3):  # the page closes it at Run, with an animation: a click during that one opens it again
-        if not is_open():
-            break
-        summary.click()
+    try:  # the page closes it at Run, with an animation: a click during that one would open it again
+        wait_for(lambda: not is_open(), 1.5, every_s=0.05)
+    except TimeoutError:
+        summary.click()  # open still (a run started another way): close it as a person would
         try:
             wait_for(lambda: not is_open(), 3, every_s=0.05)
         except TimeoutError:
-            continue
-        time.sleep(0.6)  # the end of its closing animation
+            return None
+    time.sleep(0.1)
     if is_open() or not status(page).startswith("Running"):
         return None  # still open, or the run ended meanwhile: no mid-run reading
     page.evaluate("""s => { window.__opened = null; const d = s.parentElement;

@@ -6,9 +6,9 @@ figures whose data changed, which their chart components update in place (explor
 No script reruns meanwhile (each would make the browser re-render the whole app). The
 figures are rebuilt at the rate their rebuilds cost: one that took c seconds of the server's
 CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so building takes at most
-that share of a core from training, once every chart shows something (until then, a few times
-at most, they are rebuilt at the fastest rate: the first curves are not kept waiting); a poll
-whose inputs did not change rebuilds nothing.
+that share of a core from training, once every chart shows something (until then, for 0.4 s of
+CPU at most, they are rebuilt at the fastest rate: the first curves are not kept waiting); a
+poll whose inputs did not change rebuilds nothing.
 When the run ends (or its first figures appear) the component asks for one rerun, and the
 page draws the final view: the status line, "what to look for" and the charts, each chart
 in the element it had.
@@ -36,7 +36,7 @@ TICK_S = 0.3             # how often a running page's status line looks at its r
 VIEW_CPU_SHARE = 0.10    # the share of a core the charts' rebuilds may average while a run is going
 MIN_REBUILD_S = 0.5      # never rebuild the charts more often than this
 FIRST_COST_S = 0.1       # a page's first rebuild is assumed to cost this much
-QUICK_BUILDS = 4         # at most this many rebuilds at the fastest rate while charts are still empty
+QUICK_CPU_S = 0.4        # the most server CPU the rebuilds at the fastest rate may take, while charts are still empty
 STORED_DRAWN = 16        # built views of stored runs a session keeps
 
 
@@ -51,7 +51,7 @@ class Drawn:
     full_width: set[str] = field(default_factory=set)
     next_at: float = 0.0
     cost_s: float = FIRST_COST_S
-    quick_left: int = QUICK_BUILDS   # rebuilds left at the fastest rate; 0 once every chart shows something
+    quick_left: float = QUICK_CPU_S   # CPU seconds left for rebuilds at the fastest rate; 0 once every chart shows something
 
     def due(self, rows: int) -> bool:
         """Whether charts still filling in could be rebuilt now: new records, and the wait is over."""
@@ -177,10 +177,10 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
     cost = time.thread_time() - started
     # The first records are often what few charts draw yet (a probe before training, one point of a
     # line): until every chart shows something they are rebuilt as often as `MIN_REBUILD_S` allows
-    # (at the next poll with new records while none does), `QUICK_BUILDS` times at most, so the
+    # (at the next poll with new records while none does), for `QUICK_CPU_S` of CPU at most, so the
     # first curves come at once and a chart that stays empty costs no more than that.
     showing = sum(map(shows_data, charts.values()))
-    quick = 0 if showing == len(charts) else max((QUICK_BUILDS if fresh else drawn.quick_left) - 1, 0)
+    quick = 0.0 if showing == len(charts) else max((QUICK_CPU_S if fresh else drawn.quick_left) - cost, 0.0)
     wait_s = 0.8 * (MIN_REBUILD_S if quick else max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE))  # 0.8: a tick may come early
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
