@@ -7,8 +7,8 @@ No script reruns meanwhile (each would make the browser re-render the whole app)
 figures are rebuilt at the rate their rebuilds cost: one that took c seconds of the server's
 CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so building takes at most
 that share of a core from training, once every chart shows something (until then, for 0.4 s of
-CPU at most, they are rebuilt at the fastest rate: the first curves are not kept waiting); a
-poll whose inputs did not change rebuilds nothing.
+CPU at most, they are rebuilt at the fastest rate: the first curves are not kept waiting; while
+no chart shows anything, at `BLANK_CPU_SHARE`); a poll whose inputs did not change rebuilds nothing.
 When the run ends (or its first figures appear) the component asks for one rerun, and the
 page draws the final view: the status line, "what to look for" and the charts, each chart
 in the element it had.
@@ -36,6 +36,7 @@ TICK_S = 0.3             # how often a running page's status line looks at its r
 VIEW_CPU_SHARE = 0.10    # the share of a core the charts' rebuilds may average while a run is going
 MIN_REBUILD_S = 0.5      # never rebuild the charts more often than this
 FIRST_COST_S = 0.1       # a page's first rebuild is assumed to cost this much
+BLANK_CPU_SHARE = 0.25   # the share of a core rebuilds may take while no chart shows anything yet
 QUICK_CPU_S = 0.4        # the most server CPU the rebuilds at the fastest rate may take, while charts are still empty
 STORED_DRAWN = 16        # built views of stored runs a session keeps
 
@@ -176,15 +177,18 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         return drawn
     cost = time.thread_time() - started
     # The first records are often what few charts draw yet (a probe before training, one point of a
-    # line): until every chart shows something they are rebuilt as often as `MIN_REBUILD_S` allows
-    # (at the next poll with new records while none does), for `QUICK_CPU_S` of CPU at most, so the
-    # first curves come at once and a chart that stays empty costs no more than that.
+    # line): until every chart shows something they are rebuilt as often as `MIN_REBUILD_S` allows,
+    # for `QUICK_CPU_S` of CPU at most, so the first curves come at once and a chart that stays
+    # empty costs no more than that. While none shows anything (a teacher trained first), the
+    # rebuilds take `BLANK_CPU_SHARE` of a core at most and leave that CPU alone.
     showing = sum(map(shows_data, charts.values()))
-    quick = 0.0 if showing == len(charts) else max((QUICK_CPU_S if fresh else drawn.quick_left) - cost, 0.0)
-    wait_s = 0.8 * (MIN_REBUILD_S if quick else max(MIN_REBUILD_S, cost / VIEW_CPU_SHARE))  # 0.8: a tick may come early
+    left = QUICK_CPU_S if fresh else drawn.quick_left
+    quick = 0.0 if showing == len(charts) else left if not showing else max(left - cost, 0.0)
+    wait_s = 0.8 * max(MIN_REBUILD_S, 0.0 if quick and showing else
+                       cost / (BLANK_CPU_SHARE if quick else VIEW_CPU_SHARE))  # 0.8: a tick may come early
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
-                  now + (0.0 if quick and not showing else wait_s), cost, quick)
+                  now + wait_s, cost, quick)
     state[state_key] = drawn
     if stored_key is not None:
         by_run[stored_key] = drawn

@@ -54,9 +54,12 @@ def test_charts_still_empty_are_rebuilt_at_the_next_records_and_filled_ones_with
     scenario, config, frame = run
     undrawn = frame[frame["metric"] == "accuracy"].reset_index(drop=True)  # records no chart draws
     handle, state = Growing(undrawn, config), {}
+    before = time.monotonic()
     blank = build(scenario, handle, state, len(undrawn) // 2)
     assert blank.charts and not any(map(chart.shows_data, blank.charts.values()))
-    assert blank.next_at <= time.monotonic(), "no chart shows anything: the next records are built at once"
+    assert blank.quick_left == live.QUICK_CPU_S, "no chart shows anything: the quick rebuilds' CPU is kept"
+    assert blank.next_at >= before + 0.8 * max(live.MIN_REBUILD_S, blank.cost_s / live.BLANK_CPU_SHARE)
+    blank.next_at = 0.0
     assert blank.due(len(undrawn) // 2 + 1) and not blank.due(len(undrawn) // 2), "at new records only"
 
     handle, state = Growing(frame, config), {}
