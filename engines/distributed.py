@@ -9,10 +9,16 @@ timeout. In every case, `finally` terminates and reaps every rank — no process
 outlives the run. Collectives inside the workers carry their own timeout, so a rank
 never waits forever on a peer that died.
 
+Where `EXPLORER_SPARE_RANKS` is set (the page's warm workers set it), a launch leaves that many
+rank processes started ahead, with torch imported (~3 s each on 2 cores), waiting on stdin for the
+next run's arguments: the next launch from this process takes them instead of starting new ones.
+A spare ends when its stdin closes, so none outlives the process that started it.
+
 Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
 spawned children would re-run the app script. Subprocesses of `python -m` do not.
 """
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -25,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +64,69 @@ def _last_error_line(text: str) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
+SPARES_VARIABLE = "EXPLORER_SPARE_RANKS"   # how many rank processes to keep started ahead (at most)
+_spares: list[tuple[subprocess.Popen, Any]] = []   # (process, its stderr file), each waiting on stdin
+_spares_lock = threading.Lock()
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _start(arguments: list[str] | None):
+    """A rank process with these arguments, or (None) a spare that waits for them on stdin."""
+    errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by `launch` or `drop_spares`)
+    proc = subprocess.Popen([sys.executable, "-m", "engines.dist_worker", *(arguments or ["--spare"])],
+                            cwd=ROOT, env=_environment(), stdin=subprocess.DEVNULL if arguments else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=errors, text=True, start_new_session=True)
+    return proc, errors
+
+
+def _rank(arguments: list[str]):
+    """A spare given `arguments`, if one is waiting; else a new rank process."""
+    while True:
+        with _spares_lock:
+            spare = _spares.pop(0) if _spares else None
+        if spare is None:
+            return _start(arguments)
+        proc, errors = spare
+        try:
+            proc.stdin.write(json.dumps(arguments) + "\n")
+            proc.stdin.close()
+            return spare
+        except OSError:  # it died meanwhile: reap it, take the next
+            _reap([proc])
+            errors.close()
+
+
+def _keep_spares(count: int) -> None:
+    """Start spares until `count` are waiting (at most `EXPLORER_SPARE_RANKS`)."""
+    wanted = min(count, int(os.environ.get(SPARES_VARIABLE, "0") or 0))
+    with _spares_lock:
+        _spares[:] = [(proc, errors) for proc, errors in _spares if proc.poll() is None]
+        while len(_spares) < wanted:
+            _spares.append(_start(None))
+
+
+def spares() -> list[int]:
+    """The process ids of the spares waiting now."""
+    with _spares_lock:
+        return [proc.pid for proc, _ in _spares if proc.poll() is None]
+
+
+def drop_spares() -> None:
+    """End every waiting spare (closing its stdin ends it) and reap it."""
+    with _spares_lock:
+        dropped, _spares[:] = list(_spares), []
+    for proc, errors in dropped:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    _reap([proc for proc, _ in dropped])
+    for _, errors in dropped:
+        errors.close()
+
+
 def _pump(rank: int, stream, lines: "queue.Queue[tuple[int, str | None]]") -> None:
     for line in stream:
         lines.put((rank, line))
@@ -73,22 +143,19 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
     world, rank by rank), one record each, skipping ranks that have finished. Every rank of
     a strategy emits the same number of records, so a run's records read the same each time."""
     worlds = [world_sizes] if isinstance(world_sizes, int) else list(world_sizes)
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     members = [(world, rank) for world in worlds for rank in range(world)]  # one process each
-    errors = [tempfile.TemporaryFile(mode="w+") for _ in members]
+    errors: list = []
     procs: list[subprocess.Popen] = []
     lines: queue.Queue = queue.Queue()
     pending: list[collections.deque] = [collections.deque() for _ in members]
     try:
         ports = {world: free_port() for world in worlds}
         for index, (world, rank) in enumerate(members):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "engines.dist_worker", "--job", json.dumps(job), "--rank", str(rank),
-                 "--world-size", str(world), "--port", str(ports[world]), "--timeout-s", str(collective_timeout_s)],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors[index],
-                text=True, start_new_session=True))
-            threading.Thread(target=_pump, args=(index, procs[-1].stdout, lines), daemon=True).start()
+            proc, error_file = _rank(["--job", json.dumps(job), "--rank", str(rank), "--world-size", str(world),
+                                      "--port", str(ports[world]), "--timeout-s", str(collective_timeout_s)])
+            procs.append(proc)
+            errors.append(error_file)
+            threading.Thread(target=_pump, args=(index, proc.stdout, lines), daemon=True).start()
         turn, live, deadline = 0, list(range(len(members))), time.monotonic() + timeout_s
         heard = time.monotonic()  # when the consumer last had an item
         while live:
@@ -120,6 +187,7 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
         _reap(procs)
         for handle in errors:
             handle.close()
+        _keep_spares(len(members))  # for the next run, while this one's results are read
 
 
 def _check(procs: list[subprocess.Popen], errors: list, members: list[tuple[int, int]]) -> None:

@@ -17,6 +17,7 @@ A config the scenario refuses (`ConfigError`) ends as `status: "refused"` with i
 sentence. When stdin closes — the server is gone, however it went — the worker stops its
 run, ends every process it started, and exits. SIGTERM stops it the same way.
 """
+import atexit
 import importlib
 import json
 import os
@@ -29,7 +30,10 @@ import time
 import traceback
 from typing import Any
 
+from engines import distributed
+
 ROWS_EVERY_S = 0.05    # rows are sent in batches at most this often (the first at once)
+SPARE_RANKS = 4        # rank processes a distributed run leaves started ahead for the next (engines/distributed.py)
 EXIT_GRACE_S = 5.0     # after stdin closes, a run has this long to stop before the worker ends itself
 
 
@@ -154,6 +158,8 @@ def main() -> None:
         raise SystemExit(0)  # unwinds the run: every `finally` (rank processes reaped) runs
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    os.environ.setdefault(distributed.SPARES_VARIABLE, str(SPARE_RANKS))
+    atexit.register(distributed.drop_spares)
     warm()
     send({"kind": "ready", "pid": os.getpid(), "machine": machine()})
 

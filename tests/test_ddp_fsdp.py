@@ -267,3 +267,29 @@ def test_a_diverging_arm_ends_at_the_same_step_on_every_rank(tag) -> None:
         assert ended == [(0, 1, "diverged at step 1: loss is nan"), (1, 1, "diverged at step 1: loss is nan")], ended
         assert max(r["step"] for r in records if r["arm"] == strategy) == 1
     assert ranks_alive(tag) == []
+
+
+def test_a_launch_leaves_spare_ranks_that_the_next_takes_and_that_end_with_their_stdin(monkeypatch, tag) -> None:
+    """Where EXPLORER_SPARE_RANKS is set (the page's workers), the ranks of the next run are
+    started ahead with torch imported; the next launch runs on them, and a spare whose stdin
+    closes (its launcher went away) exits by itself."""
+    from engines import distributed
+    monkeypatch.setenv(distributed.SPARES_VARIABLE, "2")
+    try:
+        first = [r for r in launch(JOB, 2) if r]
+        spares = distributed.spares()
+        assert len(spares) == 2 and sorted(ranks_alive(tag)) == sorted(spares), "two spares wait, nothing else"
+        second = [r for r in launch(JOB, 2) if r]
+        assert [r["metrics"] for r in second] == [r["metrics"] for r in first], "the spares train the same run"
+        assert not set(spares) & set(ranks_alive(tag)), "the spares were the second run's ranks, now reaped"
+        assert len(distributed.spares()) == 2
+        proc, errors = distributed._spares[0]
+        proc.stdin.close()  # what the launcher's end does to it
+        assert proc.wait(60) == 0, "a spare whose stdin closed exits"
+        errors.close()
+    finally:
+        distributed.drop_spares()
+    assert ranks_alive(tag) == [], "no spare outlives drop_spares"
+    monkeypatch.delenv(distributed.SPARES_VARIABLE)
+    list(launch(JOB, 2))
+    assert distributed.spares() == [] and ranks_alive(tag) == [], "unset: no spares"
