@@ -182,11 +182,6 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
 
 
 def main(argv: list[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else argv) == ["--spare"]:  # started ahead (engines.distributed): torch
-        line = sys.stdin.readline()                               # is imported; the run's arguments come here
-        if not line.strip():
-            return 0  # the launcher went away (its end closes this pipe) before it needed this rank
-        argv = json.loads(line)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--job", required=True, help="JSON: strategies, seed, vocab, hidden, layers, heads, batch, seq_len, steps, lr, optimizer")
     parser.add_argument("--rank", type=int, default=None)

@@ -10,9 +10,10 @@ outlives the run. Collectives inside the workers carry their own timeout, so a r
 never waits forever on a peer that died.
 
 Where `EXPLORER_SPARE_RANKS` is set (the page's warm workers set it), a launch leaves that many
-rank processes started ahead, with torch imported (~3 s each on 2 cores), waiting on stdin for the
-next run's arguments: the next launch from this process takes them instead of starting new ones.
-A spare ends when its stdin closes, so none outlives the process that started it.
+rank processes started ahead (`python -m engines.spare_rank`: torch imported, ~3 s each on 2
+cores, at a lower priority), waiting on stdin for the next run's arguments: the next launch from
+this process takes them instead of starting new ones. A spare ends when its stdin closes, so
+none outlives the process that started it.
 
 Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
 spawned children would re-run the app script. Subprocesses of `python -m` do not.
@@ -77,7 +78,8 @@ def _environment() -> dict[str, str]:
 def _start(arguments: list[str] | None):
     """A rank process with these arguments, or (None) a spare that waits for them on stdin."""
     errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by `launch` or `drop_spares`)
-    proc = subprocess.Popen([sys.executable, "-m", "engines.dist_worker", *(arguments or ["--spare"])],
+    command = ["engines.dist_worker", *arguments] if arguments else ["engines.spare_rank"]
+    proc = subprocess.Popen([sys.executable, "-m", *command],
                             cwd=ROOT, env=_environment(), stdin=subprocess.DEVNULL if arguments else subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=errors, text=True, start_new_session=True)
     return proc, errors

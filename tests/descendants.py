@@ -17,14 +17,15 @@ def tag_environment(monkeypatch) -> str:
 
 
 def ranks_alive(tag: str) -> list[int]:
-    """Process ids of live `engines.dist_worker` processes that carry `tag`."""
+    """Process ids of live rank processes (`engines.dist_worker`, or a spare waiting to be one) that carry `tag`."""
     marker = f"EXPLORER_TEST_TAG={tag}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if b"engines.dist_worker" not in (entry / "cmdline").read_bytes():
+            command = (entry / "cmdline").read_bytes()
+            if b"engines.dist_worker" not in command and b"engines.spare_rank" not in command:
                 continue
             if marker in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))

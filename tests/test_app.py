@@ -259,7 +259,8 @@ def test_a_failing_rank_shows_its_message_on_the_page(monkeypatch) -> None:
     errors = [shown(e.value) for e in at.error]
     assert any("rank 1 of 2 failed (exit code 1): RuntimeError: injected failure on rank 1" in e for e in errors), errors
     assert progress_text(at).startswith("Failed")
-    ranks = [pid for pid in descendants(os.getpid()) if "engines.dist_worker" in _cmdline(pid)]
+    ranks = [pid for pid in descendants(os.getpid()) if "engines.dist_worker" in _cmdline(pid)
+             or "engines.spare_rank" in _cmdline(pid)]
     assert not ranks, f"rank processes left: {ranks}"
 
 

@@ -1,0 +1,32 @@
+"""A rank process started ahead of its run: `python -m engines.spare_rank`.
+
+engines.distributed keeps a few of these where `EXPLORER_SPARE_RANKS` is set (the page's
+workers). One lowers its session's autogroup nice to 10 (each rank has a session of its own),
+so that while it imports torch and waits it yields to the page and the run being drawn. Then it
+reads the run's `engines.dist_worker` arguments, one JSON list, from stdin, returns to nice 0
+where the system lets a process raise its priority again (root; otherwise it runs at 10), and
+is that rank. An empty stdin (its launcher went away: its end closes the pipe) ends it.
+"""
+import contextlib
+import json
+import sys
+
+
+def autogroup_nice(value: int) -> None:
+    """Set Linux's autogroup nice of this process's session, where the system allows it."""
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+        group.write(str(value))
+
+
+def main() -> int:
+    autogroup_nice(10)  # before torch is imported: the import is most of a spare's CPU
+    from engines import dist_worker
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    autogroup_nice(0)
+    return dist_worker.main(json.loads(line))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
