@@ -106,9 +106,13 @@ def _keep_spares(count: int) -> None:
     """Start spares until `count` are waiting (at most `EXPLORER_SPARE_RANKS`)."""
     wanted = min(count, int(os.environ.get(SPARES_VARIABLE, "0") or 0))
     with _spares_lock:
-        _spares[:] = [(proc, errors) for proc, errors in _spares if proc.poll() is None]
+        dead = [(proc, errors) for proc, errors in _spares if proc.poll() is not None]
+        _spares[:] = [spare for spare in _spares if spare not in dead]
         while len(_spares) < wanted:
             _spares.append(_start(None))
+    for proc, errors in dead:
+        _reap([proc])
+        errors.close()
 
 
 def spares() -> list[int]:
@@ -121,7 +125,7 @@ def drop_spares() -> None:
     """End every waiting spare (closing its stdin ends it) and reap it."""
     with _spares_lock:
         dropped, _spares[:] = list(_spares), []
-    for proc, errors in dropped:
+    for proc, _ in dropped:
         with contextlib.suppress(OSError):
             proc.stdin.close()
     _reap([proc for proc, _ in dropped])

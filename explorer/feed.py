@@ -75,8 +75,7 @@ def catch_up(token: str, state_key: str, state) -> None:
     feed = get(token)
     theirs = feed.state.get(state_key) if feed is not None else None
     ours = state.get(state_key)
-    if theirs is not None and theirs.signature and (
-            ours is None or not ours.signature or theirs.signature[2] > ours.signature[2]):
+    if theirs is not None and theirs.rows > (ours.rows if ours is not None else 0):
         state[state_key] = theirs
 
 
@@ -134,8 +133,8 @@ def filling(feed: Feed) -> bool:
 
 async def endpoint(request: Request) -> JSONResponse:
     """`?wait=S`: answer after S seconds, or as soon as the run ends (so the page learns of the end
-    at once, not at its next tick) or new records could fill charts still empty. The answer is built in a worker thread: a rebuild never blocks
-    the event loop."""
+    at once, not at its next tick) or new records could fill charts still empty. The answer is
+    built in a worker thread: a rebuild never blocks the event loop."""
     feed = get(request.path_params["token"])
     if feed is None:
         return JSONResponse({"gone": True}, status_code=404, headers={"Cache-Control": "no-store"})

@@ -54,10 +54,14 @@ class Drawn:
     cost_s: float = FIRST_COST_S
     quick_left: float = QUICK_CPU_S   # CPU seconds left for rebuilds at the fastest rate; 0 once every chart shows something
 
+    @property
+    def rows(self) -> int:
+        """How many records it was built from (0 before any build)."""
+        return self.signature[2] if self.signature else 0
+
     def due(self, rows: int) -> bool:
         """Whether charts still filling in could be rebuilt now: new records, and the wait is over."""
-        recorded = self.signature[2] if self.signature else 0
-        return self.quick_left > 0 and rows > recorded and time.monotonic() >= self.next_at
+        return self.quick_left > 0 and rows > self.rows and time.monotonic() >= self.next_at
 
 
 def handle_key(scenario: Scenario) -> str:
@@ -183,9 +187,15 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
     # rebuilds take `BLANK_CPU_SHARE` of a core at most and leave that CPU alone.
     showing = sum(map(shows_data, charts.values()))
     left = QUICK_CPU_S if fresh else drawn.quick_left
-    quick = 0.0 if showing == len(charts) else left if not showing else max(left - cost, 0.0)
-    wait_s = 0.8 * max(MIN_REBUILD_S, 0.0 if quick and showing else
-                       cost / (BLANK_CPU_SHARE if quick else VIEW_CPU_SHARE))  # 0.8: a tick may come early
+    budget_s = cost / VIEW_CPU_SHARE
+    if showing == len(charts):
+        quick, every_s = 0.0, budget_s
+    elif not showing:
+        quick, every_s = left, cost / BLANK_CPU_SHARE if left else budget_s
+    else:
+        quick = max(left - cost, 0.0)
+        every_s = 0.0 if quick else budget_s
+    wait_s = 0.8 * max(MIN_REBUILD_S, every_s)  # 0.8: a tick may come early
     drawn = Drawn(signature, markdown, list(view.notes), charts,
                   {name for name, figure in view.figures.items() if is_full_width(figure)},
                   now + wait_s, cost, quick)
