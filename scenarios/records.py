@@ -76,9 +76,13 @@ class Records:
         return float(series.iloc[0]) if len(series) else None
 
     def at(self, arm: str, metric: str, step: int) -> float | None:
+        """The value at `step` (the later one where it was logged twice), or None. Series are in step
+        order, so this is a binary search: figures ask it ~100 times a build, and a boolean mask took
+        ~170 µs a call."""
         series = self.series(arm, metric)
-        hits = series[series.index == step]
-        return float(hits.iloc[-1]) if len(hits) else None
+        steps = series.index.to_numpy()
+        last = int(np.searchsorted(steps, step, side="right")) - 1
+        return float(series.iloc[last]) if last >= 0 and steps[last] == step else None
 
     def diverged_at(self, arm: str) -> int | None:
         series = self.series(arm, "diverged")
