@@ -213,7 +213,6 @@ def main(argv: list[str] | None = None) -> int:
         sink.write(json.dumps({**record, "world_size": world, "device": device.type}) + "\n")
         sink.flush()
 
-    finished = False
     try:
         if job.get("fail_rank") == rank:  # for tests: a rank that raises mid-run
             raise RuntimeError(f"injected failure on rank {rank}")
@@ -223,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for strategy in job["strategies"]:
                 run_strategy(job, strategy, rank, world, device, emit, args.out)
-        finished = True
+        # Every rank is done before any tears the group down: gloo aborted a rank whose peer had
+        # left ("terminate called without an active exception"). A rank that raised skips it.
+        dist.barrier()
     finally:
-        if finished:  # every rank is done before any tears the group down: gloo aborted a rank
-            dist.barrier()  # ("terminate called without an active exception") whose peer had left
         dist.destroy_process_group()
         if sink is not sys.stdout:
             sink.close()
