@@ -135,8 +135,9 @@ def counted_step(model: nn.Module, optimizer, tokens: torch.Tensor) -> tuple[tor
 def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit,
                  snapshot_dir: str | None = None) -> None:
     """One arm: the same seeded model and data under `strategy`, step 1 measured (step 0 creates
-    Adam's state lazily: a steady step is measured), until the steps end or the all-reduced
-    loss is not finite; then one step more whose collectives are counted."""
+    Adam's state lazily, and DDP's buckets are rebuilt just before it: a steady step is
+    measured), until the steps end or the all-reduced loss is not finite; then one step more
+    whose collectives are counted."""
     torch.manual_seed(job["seed"])  # the same initial weights on every rank and every strategy
     model = TinyTransformer(job["vocab"], job["hidden"], job["layers"], job["heads"]).to(device)
     sizes = sizes_of(model)
@@ -149,6 +150,13 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
     for step in range(job["steps"]):
         tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
         if step == measure_step:
+            if strategy == "ddp" and step > 0:
+                # DDP rebuilds its gradient buckets in the second forward, in the order the first
+                # backward's gradients arrived, and broadcasts the new layout. Done here, before the
+                # trackers, so the measured step is a steady one: the trackers would file the new
+                # buckets under activations, and the broadcast's index tensors too while gloo's
+                # thread still held them (a race: now and then 4 bytes more after forward).
+                model.reducer._rebuild_buckets()
             loss, measured, timeline = measured_step(model, optimizer, tokens, strategy, device,
                                                      bool(job.get("timeline")) and rank == 0)
         else:

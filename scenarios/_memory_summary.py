@@ -50,7 +50,7 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
         if all(shape.values()) else None,
         "measured_activation_bytes": forward_acts - at.get(("step start", "activations"), 0.0)
         if forward_acts is not None else None,
-        # DDP's reducer keeps a flat copy of every gradient in its buckets (rebuilt in step 1's forward)
+        # DDP's reducer keeps a flat copy of every gradient in its buckets (filed under temporaries)
         "estimated_bucket_bytes": 4.0 * n_params if strategy == "ddp" else 0.0,
         "estimated_unsharded_bytes": transient_unsharded_bytes(
             strategy, values.get("rank_0/unit_param_bytes", 0.0), 4.0 * n_params,
@@ -113,9 +113,8 @@ def _summary(records: Records) -> dict:
     arms = measured_arms(records)
     loss_gap, bf16_gap = loss_gaps(arms)
     errors = [abs(a["state_error"]) for a in arms.values()]
-    # activations: the FSDP arms (DDP's also hold its gradient buckets, shown apart)
     act_errors = [abs(a["measured_activation_bytes"] / a["estimated_activation_bytes"] - 1) for a in arms.values()
-                  if a["strategy"] != "ddp" and a["measured_activation_bytes"] and a["estimated_activation_bytes"]]
+                  if a["measured_activation_bytes"] and a["estimated_activation_bytes"]]
     top = max((a["world_size"] for a in arms.values()), default=0)
     state = {a["strategy"]: a["measured_state_bytes"] / 1e6 for a in arms.values() if a["world_size"] == top}
     headline = {"DDP model state per rank (MB, largest N)": state.get("ddp"),
