@@ -33,6 +33,7 @@ PATH = "/_explorer/feed/{token}"
 KEEP_S = 120.0      # a feed nobody polled for this long, whose run has ended, is dropped
 MAX_FEEDS = 256
 MAX_WAIT_S = 2.0    # the longest a poll may ask to be held
+MAX_DRAWN_MS = 10_000.0  # the most browser drawing time one poll may report
 END_CHECK_S = 0.02  # how often a held poll looks whether the run has ended
 
 
@@ -133,19 +134,32 @@ def filling(feed: Feed) -> bool:
 
 async def endpoint(request: Request) -> JSONResponse:
     """`?wait=S`: answer after S seconds, or as soon as the run ends (so the page learns of the end
-    at once, not at its next tick) or new records could fill charts still empty. The answer is
-    built in a worker thread: a rebuild never blocks the event loop."""
+    at once, not at its next tick) or new records could fill charts still empty. `&drawn_ms=B`: the
+    page's charts took B ms to draw since its last poll; the next rebuild waits for that too
+    (explorer/live.py `charge_drawing`). The answer is built in a worker thread: a rebuild never
+    blocks the event loop."""
     feed = get(request.path_params["token"])
     if feed is None:
         return JSONResponse({"gone": True}, status_code=404, headers={"Cache-Control": "no-store"})
-    try:
-        wait_s = min(MAX_WAIT_S, max(0.0, float(request.query_params.get("wait", 0))))
-    except ValueError:
-        wait_s = 0.0
+    wait_s = _seconds(request.query_params.get("wait"), MAX_WAIT_S)
+    drawn_s = _seconds(request.query_params.get("drawn_ms"), MAX_DRAWN_MS) / 1000
+    if drawn_s:
+        from explorer.live import charge_drawing
+        with feed.lock:
+            charge_drawing(feed.state, feed.scenario.id, drawn_s)
     deadline = time.monotonic() + wait_s
     while feed.handle.running and time.monotonic() < deadline and not filling(feed):
         await asyncio.sleep(END_CHECK_S)
     return JSONResponse(await run_in_threadpool(answer, feed), headers={"Cache-Control": "no-store"})
+
+
+def _seconds(text: str | None, most: float) -> float:
+    """A query parameter's number, within 0..`most` (0 when it is missing or not a number)."""
+    try:
+        value = float(text or 0)
+    except ValueError:
+        return 0.0
+    return min(most, value) if value > 0 else 0.0  # NaN and negatives: 0
 
 
 def routes() -> list[Route]:

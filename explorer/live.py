@@ -5,8 +5,9 @@ feed (explorer/feed.py), one answer every `TICK_S` (at once when the run ends): 
 figures whose data changed, which their chart components update in place (explorer/chart.py).
 No script reruns meanwhile (each would make the browser re-render the whole app). The
 figures are rebuilt at the rate their rebuilds cost: one that took c seconds of the server's
-CPU is followed by the next no sooner than c / `VIEW_CPU_SHARE`, so building takes at most
-that share of a core from training, once every chart shows something (until then, for 0.4 s of
+CPU, and whose drawing took the browser b seconds (reported with the next poll), is followed by
+the next no sooner than (c + b) / `VIEW_CPU_SHARE`, so the view takes at most that share of a
+core from training, once every chart shows something (until then, for 0.4 s of
 CPU at most, they are rebuilt at the fastest rate: the first curves are not kept waiting; while
 no chart shows anything, at `BLANK_CPU_SHARE`); a poll whose inputs did not change rebuilds nothing.
 When the run ends (or its first figures appear) the component asks for one rerun, and the
@@ -64,6 +65,21 @@ class Drawn:
         return self.quick_left > 0 and rows > self.rows and time.monotonic() >= self.next_at
 
 
+def charge_drawing(state: MutableMapping, scenario_id: str, seconds: float) -> None:
+    """The browser reports that drawing the figures it was sent took `seconds` of its main thread
+    (explorer/chart.py times each `Plotly.react`). The budget covers that as well as the building:
+    the next rebuild waits `seconds / VIEW_CPU_SHARE` longer, and drawing charts still filling in
+    spends the quick rebuilds' CPU as building them does."""
+    drawn: Drawn | None = state.get(drawn_key(scenario_id))
+    if drawn is None or seconds <= 0:
+        return
+    if drawn.quick_left > 0:
+        drawn.quick_left = max(drawn.quick_left - seconds, 0.0)
+        if drawn.quick_left > 0:
+            return
+    drawn.next_at += 0.8 * seconds / VIEW_CPU_SHARE  # 0.8 as in `built`: a tick may come early
+
+
 def handle_key(scenario: Scenario) -> str:
     return f"run:{scenario.id}"
 
@@ -79,8 +95,12 @@ def warnings(snap: Snapshot) -> list[str]:
 
 
 def live_state(handle: RunHandle | SeedGroup) -> dict:
-    """What the status line shows of a running handle (the page's first paint, and every feed message)."""
+    """What the status line shows of a running handle (the page's first paint, and every feed message).
+    Once the run has ended it is the final line ("Finished after 200 steps in 2.1 s · stored as run
+    …"): the feed's last message paints it at once, before the page's rerun draws the final view."""
     snap = handle.snapshot(with_frame=False)
+    if not snap.running:  # the final line counts the steps of each arm: read from the frame
+        snap = handle.snapshot()
     return {"running": snap.running, "text": status_line(snap, handle), "progress": snap.progress,
             "warnings": warnings(snap)}
 

@@ -53,5 +53,6 @@ def test_a_running_page_is_fed_its_status_and_each_new_figure_once() -> None:
     ended = client.get(status["feed"], params={"wait": 2.0}).json()
     assert time.perf_counter() - started < held_s, "an ended run's poll is answered at once"
     assert not ended["running"] and ended["charts"] == {}
+    assert ended["text"] == progress_text(at), "the feed's last line is the page's final line, painted at once"
 
     assert client.get("/_explorer/feed/not-a-token").status_code == 404

@@ -124,3 +124,29 @@ def test_a_page_rerun_draws_what_its_feed_built_from_more_records(run) -> None:
     ours = build(scenario, handle, other, len(frame))
     feed.catch_up(token, key, other)
     assert other[key] is ours, "the page's own, built from as many records, stays"
+
+
+def test_the_browsers_drawing_time_is_charged_to_the_budget(run) -> None:
+    """Drawing took the browser b seconds: charts still filling in spend it from the quick rebuilds'
+    CPU; filled ones wait b / VIEW_CPU_SHARE longer for their next rebuild."""
+    scenario, config, frame = run
+    handle, state = Growing(frame, config), {}
+    partial = build(scenario, handle, state, 3)
+    assert 0 < partial.quick_left < live.QUICK_CPU_S, "some charts empty: rebuilt quickly"
+    left = partial.quick_left
+    live.charge_drawing(state, scenario.id, 0.05)
+    assert partial.quick_left == pytest.approx(left - 0.05)
+    full = build(scenario, handle, state, len(frame))
+    assert full.quick_left == 0, "every chart shows something"
+    waits_until = full.next_at
+    live.charge_drawing(state, scenario.id, 0.2)
+    pushed = full.next_at - waits_until
+    assert pushed == pytest.approx(0.8 * 0.2 / live.VIEW_CPU_SHARE), f"the next rebuild waits {pushed:.2f} s more"
+    live.charge_drawing(state, scenario.id, -1.0)
+    assert full.next_at - waits_until == pushed, "nothing reported, nothing charged"
+
+
+def test_a_poll_reports_the_drawing_time_within_bounds() -> None:
+    assert feed._seconds("300", feed.MAX_DRAWN_MS) == 300.0
+    assert feed._seconds(None, 2.0) == feed._seconds("x", 2.0) == feed._seconds("-5", 2.0) == 0.0
+    assert feed._seconds("nan", 2.0) == 0.0 and feed._seconds("inf", 2.0) == 2.0

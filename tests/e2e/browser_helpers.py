@@ -91,7 +91,8 @@ def wait_progress(page, pattern: str, timeout_s: float) -> str:
 
 def wait_done(page, pattern: str, timeout_s: float) -> str:
     """Wait for a run's end state in the progress text (`pattern`), then for the rerun that draws
-    its final view ("Finished" is drawn by the page's run; the rerun may draw more after it)."""
+    its final view (the live line paints "Finished" from the feed's last message, just before that
+    rerun)."""
     text = wait_progress(page, pattern, timeout_s)
     wait_idle(page, 60, quiet_checks=4)
     return text
