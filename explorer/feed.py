@@ -34,6 +34,7 @@ KEEP_S = 120.0      # a feed nobody polled for this long, whose run has ended, i
 MAX_FEEDS = 256
 MAX_WAIT_S = 2.0    # the longest a poll may ask to be held
 MAX_DRAWN_MS = 10_000.0  # the most browser drawing time one poll may report
+PAGE_DRAW_S = 10.0  # the longest a page run's own drawing holds the feed's building back
 END_CHECK_S = 0.02  # how often a held poll looks whether the run has ended
 
 
@@ -50,6 +51,9 @@ class Feed:
     state: dict = field(default_factory=dict)   # the live view's build state (explorer/live.py `built`)
     sent: dict[str, str] = field(default_factory=dict)   # chart name -> version sent
     polled_at: float = field(default_factory=time.monotonic)
+    # Registered by a page run that is drawing the charts itself: until it hands over what it built
+    # (`adopt`), a poll builds nothing (a second build beside the page's took the CPU from both).
+    page_drawing_since: float | None = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -84,11 +88,13 @@ def adopt(token: str, state_key: str, drawn) -> None:
     """The page has just built and drawn `drawn` (a live.Drawn) for the feed's run: the feed starts
     from it (no second build at once, nothing sent twice) and builds again when its budget allows."""
     feed = get(token)
-    if feed is None or drawn is None:
+    if feed is None:
         return
     with feed.lock:
-        feed.state[state_key] = drawn
-        feed.sent = {name: chart["version"] for name, chart in drawn.charts.items()}
+        feed.page_drawing_since = None
+        if drawn is not None:
+            feed.state[state_key] = drawn
+            feed.sent = {name: chart["version"] for name, chart in drawn.charts.items()}
 
 
 def get(token: str) -> Feed | None:
@@ -113,7 +119,7 @@ def answer(feed: Feed) -> dict[str, Any]:
         feed.polled_at = time.monotonic()
         message = live_state(feed.handle)
         drawn = built(feed.scenario, feed.handle, feed.overlays, feed.band, feed.lines, feed.state) \
-            if message["running"] else None
+            if message["running"] and not page_drawing(feed) else None
         charts = drawn.charts if drawn is not None else {}
         message["names"] = [chart_key(feed.chart_prefix, name) for name in charts]
         message["charts"] = {}
@@ -122,6 +128,13 @@ def answer(feed: Feed) -> dict[str, Any]:
                 message["charts"][name] = {**payload, "key": chart_key(feed.chart_prefix, name)}
                 feed.sent[name] = payload["version"]
         return message
+
+
+def page_drawing(feed: Feed) -> bool:
+    """Whether the page's own run is still building the charts (for `PAGE_DRAW_S` at most: a page run
+    that never handed them over does not stop the feed for good)."""
+    since = feed.page_drawing_since
+    return since is not None and time.monotonic() - since < PAGE_DRAW_S
 
 
 def filling(feed: Feed) -> bool:

@@ -150,3 +150,18 @@ def test_a_poll_reports_the_drawing_time_within_bounds() -> None:
     assert feed._seconds("300", feed.MAX_DRAWN_MS) == 300.0
     assert feed._seconds(None, 2.0) == feed._seconds("x", 2.0) == feed._seconds("-5", 2.0) == 0.0
     assert feed._seconds("nan", 2.0) == 0.0 and feed._seconds("inf", 2.0) == 2.0
+
+
+def test_a_poll_while_the_page_draws_its_charts_builds_nothing(run) -> None:
+    """The page's run registers the feed, builds and draws the charts, then hands them over: a poll
+    in between (the status line starts polling before the charts are built) builds no second set."""
+    scenario, config, frame = run
+    handle = Growing(frame, config)
+    handle.rows = len(frame)
+    token = feed.register(feed.Feed(scenario, handle, [], "min–max", None, chart_prefix=scenario.id))
+    subscription = feed.get(token)
+    message = feed.answer(subscription)
+    assert message["running"] and message["charts"] == {} and message["names"] == []
+    assert live.drawn_key(scenario.id) not in subscription.state, "nothing built beside the page"
+    feed.adopt(token, live.drawn_key(scenario.id), None)  # the page drew nothing (no records yet)
+    assert feed.answer(subscription)["charts"], "handed over: the feed builds"
