@@ -136,6 +136,17 @@ def expander_open_ms(page) -> float | None:
     return page.evaluate("() => window.__opened - window.__clickAt")
 
 
+def wait_idle(page, quiet_s: float = 0.6) -> None:
+    """Until no script run has been in progress for `quiet_s` (stApp's data-test-script-state)."""
+    quiet_since, deadline = time.perf_counter(), time.perf_counter() + TIMEOUT_S
+    while time.perf_counter() - quiet_since < quiet_s:
+        if page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state") == "running":
+            quiet_since = time.perf_counter()
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the page never went idle")
+        time.sleep(0.1)
+
+
 def wait_workers_quiet(server_pid: int, timeout_s: float = 60) -> None:
     """Until the server's workers (and anything else below it) idle: a worker still importing
     torch, or a run not yet ended, would share the cores with the run measured next."""
@@ -178,6 +189,7 @@ def stored_shown_s(page) -> float | None:
     minus = page.locator('[data-testid="stSidebar"] [data-testid="stNumberInputStepDown"]').first
     if not plus.count():
         return None
+    wait_idle(page)  # the final view of the run just measured is built (a person reads it before moving on)
     before = status(page)
     plus.click()
     wait_for(lambda: status(page) != before and status(page).startswith("Finished"), every_s=0.2)
