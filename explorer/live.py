@@ -67,16 +67,14 @@ class Drawn:
 
 def charge_drawing(state: MutableMapping, scenario_id: str, seconds: float) -> None:
     """The browser reports that drawing the figures it was sent took `seconds` of its main thread
-    (explorer/chart.py times each `Plotly.react`). The budget covers that as well as the building:
-    the next rebuild waits `seconds / VIEW_CPU_SHARE` longer, and drawing charts still filling in
-    spends the quick rebuilds' CPU as building them does."""
+    (explorer/chart.py times each `Plotly.react`). Once every chart shows something the budget
+    covers that as well as the building: the next rebuild waits `seconds / VIEW_CPU_SHARE` longer.
+    While charts are still filling in nothing is charged: those rebuilds are bounded by
+    `QUICK_CPU_S` of building, and charging their drawing too left a loss chart empty for most of
+    a run whose other charts had their first points."""
     drawn: Drawn | None = state.get(drawn_key(scenario_id))
-    if drawn is None or seconds <= 0:
+    if drawn is None or seconds <= 0 or drawn.quick_left > 0:
         return
-    if drawn.quick_left > 0:
-        drawn.quick_left = max(drawn.quick_left - seconds, 0.0)
-        if drawn.quick_left > 0:
-            return
     drawn.next_at += 0.8 * seconds / VIEW_CPU_SHARE  # 0.8 as in `built`: a tick may come early
 
 
@@ -90,8 +88,9 @@ def drawn_key(scenario_id: str) -> str:
 
 
 def warnings(snap: Snapshot) -> list[str]:
-    """The run's warnings, one line each: the arms that diverged."""
-    return [plain(f"{event['arm']}: {event['message']}") for event in snap.events if event["kind"] == "diverged"]
+    """The run's warnings, one line each: the arms that diverged. Plain text, as the status component
+    paints it (its textContent); `plain()` them for a markdown element."""
+    return [f"{event['arm']}: {event['message']}" for event in snap.events if event["kind"] == "diverged"]
 
 
 def live_state(handle: RunHandle | SeedGroup) -> dict:
@@ -123,7 +122,12 @@ def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | 
         st.session_state[key + ":was_running"] = True
         return
     snap = handle.snapshot(with_frame=not handle.running)  # the frame only for the final line
-    st.progress(snap.progress, text=waiting or status_line(snap, handle))
+    ended = not snap.running and not waiting
+    if ended:  # the same component as the live line: the rerun at a run's end swaps no element (no blank)
+        live_status(f"status-{scenario.id}", None, 0, {"running": False, "text": status_line(snap, handle),
+                                                        "progress": snap.progress, "warnings": warnings(snap)})
+    else:
+        st.progress(snap.progress, text=waiting or status_line(snap, handle))
     if snap.error and snap.status == "refused":
         st.error(plain(snap.error))
     elif snap.error:
@@ -131,8 +135,8 @@ def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | 
         if handle.traceback:
             with st.expander("Traceback"):
                 st.code(handle.traceback)
-    for line in warnings(snap):
-        st.warning(line)
+    for line in warnings(snap) if not ended else []:  # the component paints them
+        st.warning(plain(line))
     if not snap.running and st.session_state.get(key + ":was_running") and in_fragment:
         st.session_state[key + ":was_running"] = False
         st.rerun()  # the run just ended: redraw the whole page so Run/Stop change state

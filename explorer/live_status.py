@@ -62,10 +62,14 @@ export default function (component) {
       '<div class="explorer-status-bar"><div></div></div><div class="explorer-status-notes"></div>';
     parentElement.appendChild(box);
   }
-  if (box.dataset.feed !== data.feed) {
-    box.dataset.feed = data.feed;
+  const feed = data.feed || "";  // none: the run has ended, and the line is what the page drew
+  if (!feed) {
+    box.dataset.feed = "";  // a loop following the run's feed stops at its next answer
     paint(box, data.state);
-    follow(box, data.feed, data.tick_ms, (why) => setTriggerValue("rerun", why + " " + Date.now()));
+  } else if (box.dataset.feed !== feed) {
+    box.dataset.feed = feed;
+    paint(box, data.state);
+    follow(box, feed, data.tick_ms, (why) => setTriggerValue("rerun", why + " " + Date.now()));
   }
 }
 """
@@ -81,6 +85,8 @@ _STATUS_CSS = """
 _status = st.components.v2.component("explorer_status", js=_STATUS_JS, css=_STATUS_CSS, isolate_styles=False)
 
 
-def live_status(key: str, feed_url: str, tick_ms: int, state: dict) -> None:
-    """Paint `state` (explorer/live.py `live_state`) now; then the browser follows `feed_url`."""
+def live_status(key: str, feed_url: str | None, tick_ms: int, state: dict) -> None:
+    """Paint `state` (explorer/live.py `live_state`) now; then the browser follows `feed_url`. With no
+    `feed_url` the run has ended: the line stays as painted (the same element as the live line, so the
+    page's rerun at the end swaps nothing: no blank moment)."""
     _status(key=key, data={"feed": feed_url, "tick_ms": tick_ms, "state": state}, on_rerun_change=lambda: None)

@@ -124,10 +124,11 @@ class RunHandle:
         """Wait for the run to end (and be stored); True when it has."""
         return self._ended.wait(timeout)
 
-    def wait_for_first_record(self, timeout: float) -> bool:
-        """Block up to `timeout` seconds until the run has a row (or has ended)."""
+    def wait_for_first_record(self, timeout: float, steps: int = 1) -> bool:
+        """Block up to `timeout` seconds until the run has rows of `steps` steps (steps 0 … steps-1;
+        2: a line's first two points), or has ended; True when it has them."""
         deadline = time.perf_counter() + timeout
-        while not self._first_record.wait(0.01):
+        while not (self._first_record.wait(0.01) and self._steps >= steps):
             if self._ended.is_set() or time.perf_counter() > deadline:
                 return False
         return True

@@ -31,7 +31,9 @@ from explorer.session import run_store, start_or_load, stored_handle, worker_poo
 from explorer.share import MAX_SEEDS
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
-FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long for the first record so the first draw has points
+FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long at most for the first records, so the first draw has points
+FIRST_STEPS = 2           # ... of two steps: one point of a line shows nothing (and the first build then
+                          # spent the quick rebuilds' CPU on charts that stayed empty)
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
 
 
@@ -202,7 +204,7 @@ def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: boo
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
     st.session_state[handle_key(scenario)] = handle
-    handle.wait_for_first_record(FIRST_POINT_WAIT_S)
+    handle.wait_for_first_record(FIRST_POINT_WAIT_S, FIRST_STEPS)
     return handle
 
 

@@ -76,11 +76,12 @@ class SeedGroup:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def wait_for_first_record(self, timeout: float) -> bool:
+    def wait_for_first_record(self, timeout: float, steps: int = 1) -> bool:
         deadline = time.perf_counter() + timeout
         while not self.handles and time.perf_counter() < deadline and self._ended is None:
             time.sleep(0.02)
-        return bool(self.handles) and self.handles[0].wait_for_first_record(max(0.0, deadline - time.perf_counter()))
+        return bool(self.handles) and self.handles[0].wait_for_first_record(max(0.0, deadline - time.perf_counter()),
+                                                                            steps)
 
     def snapshots(self, with_frame: bool = True) -> list[Snapshot]:
         return [handle.snapshot(with_frame) for handle in list(self.handles)]

@@ -11,6 +11,7 @@ from explorer.store import RunStore
 from explorer.url import config_query
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
+from tests.test_app import progress_text
 from tests.tiny_runs import tiny_frame
 
 SCENARIO = get_scenario("vanishing-gradients")
@@ -101,7 +102,7 @@ def test_overlay_and_isolation_on_the_page() -> None:
     at = AppTest.from_function(scenario_page, default_timeout=60)
     at.query_params.update(config_query(SCENARIO.validate(SCENARIO.tiny)))
     at.run()
-    assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {current}")
+    assert progress_text(at).startswith(f"Served from the run store: run {current}")
     overlay = at.multiselect(key="overlay:vanishing-gradients")
     assert current not in overlay.options and len(overlay.options) == 2
     overlay.set_value([deeper]).run()

@@ -98,7 +98,7 @@ def test_a_run_stopped_before_its_first_record_is_not_stored(pool, isolated_stor
 
 def test_a_superseded_run_is_not_stored(pool, isolated_store) -> None:
     handle = RunHandle.start(SCENARIO, LONG, RunStore(), pool=pool)
-    assert handle.wait_for_first_record(WAIT_S)
+    assert handle.wait_for_first_record(WAIT_S, steps=2) and handle.snapshot().steps >= 2, "a line's first two points"
     handle.stop(keep=False)
     assert handle.join(WAIT_S) and not handle.snapshot().frame.empty
     assert RunStore().count() == 0

@@ -9,6 +9,7 @@ from explorer.runs_page import run_row
 from explorer.store import RunStore
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
+from tests.test_app import progress_text
 
 SCENARIO = get_scenario("vanishing-gradients")
 
@@ -82,7 +83,7 @@ def test_runs_page_lists_filters_names_deletes_and_opens() -> None:
     tick(at, 0)
     at.button(key="runs:open").click().run()
     assert not at.exception
-    assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {kept}")
+    assert progress_text(at).startswith(f"Served from the run store: run {kept}")
     assert at.query_params["depth"] == "6" and at.sidebar.slider(key=f"{SCENARIO.id}.depth").value == 6
 
 
@@ -96,7 +97,7 @@ def test_three_runs_open_compared_and_their_url_restores_the_comparison() -> Non
     tick(at, 0, 1, 2)
     at.button(key="runs:compare").click().run()
     assert not at.exception
-    assert at.get("progress")[0].proto.text.startswith(f"Served from the run store: run {runs[0]}")
+    assert progress_text(at).startswith(f"Served from the run store: run {runs[0]}")
     assert at.session_state[f"overlay:{SCENARIO.id}"] == runs[1:]
     assert at.query_params["compare"] == ",".join(runs[1:]) and at.query_params["depth"] == "6"
     assert at.query_params["run"] == runs[0], "the run shown is pinned (a run of older code has no config match)"
@@ -108,7 +109,7 @@ def test_three_runs_open_compared_and_their_url_restores_the_comparison() -> Non
     fresh.query_params.update(link)
     fresh.run()
     assert not fresh.exception and not fresh.warning
-    assert fresh.get("progress")[0].proto.text.startswith(f"Served from the run store: run {runs[0]}")
+    assert progress_text(fresh).startswith(f"Served from the run store: run {runs[0]}")
     assert fresh.multiselect(key=f"overlay:{SCENARIO.id}").value == runs[1:]
     assert dict(fresh.query_params) == link
 

@@ -12,6 +12,7 @@ from explorer.session import start_or_load
 from explorer.store import RunStore
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
+from tests.test_app import progress_text
 from tests.tiny_runs import tiny_frame
 
 SCENARIO = get_scenario("vanishing-gradients")
@@ -95,6 +96,6 @@ def test_repeat_over_seeds_on_the_page_draws_bands_and_says_which() -> None:
     group = at.session_state["run:vanishing-gradients"]
     assert isinstance(group, SeedGroup) and group.join(timeout=120)
     at.run()
-    assert at.get("progress")[0].proto.text.startswith("Finished: 2 of 2 seeds 0–1")
+    assert progress_text(at).startswith("Finished: 2 of 2 seeds 0–1")
     assert any("band: the figure drawn from the per-point minimum and maximum" in c.value for c in at.caption)
     assert any("(band)" in c.proto.json for c in at.get("bidi_component")), "the charts draw the bands"

@@ -131,11 +131,12 @@ def test_a_link_to_a_stored_config_shows_the_stored_run_at_once() -> None:
     config = scenario.validate(scenario.tiny)
     result = scenario.run(config)
     from explorer.store import RunStore
+    from tests.test_app import progress_text
     RunStore().save(scenario.id, config.model_dump(mode="json"), scenario.code_version(), result.status,
                     result.frame, result.summary)
     at = open_page(config_query(config))
     assert not at.exception
-    assert at.get("progress")[0].proto.text.startswith("Served from the run store")
+    assert progress_text(at).startswith("Served from the run store")
     assert len([c for c in at.get("bidi_component") if '"figure"' in c.proto.json]) >= 3  # the page's charts
 
 
