@@ -70,8 +70,7 @@ def charge_drawing(state: MutableMapping, scenario_id: str, seconds: float) -> N
     (explorer/chart.py times each `Plotly.react`). Once every chart shows something the budget
     covers that as well as the building: the next rebuild waits `seconds / VIEW_CPU_SHARE` longer.
     While charts are still filling in nothing is charged: those rebuilds are bounded by
-    `QUICK_CPU_S` of building, and charging their drawing too left a loss chart empty for most of
-    a run whose other charts had their first points."""
+    `QUICK_CPU_S` of building (charging their drawing too left a loss chart empty for a run)."""
     drawn: Drawn | None = state.get(drawn_key(scenario_id))
     if drawn is None or seconds <= 0 or drawn.quick_left > 0:
         return

@@ -80,7 +80,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     if stop_col.button("Stop", key="stop", disabled=not running, use_container_width=True):
         handle.stop()
         handle.join(timeout=2.0)
-        running = False
+        st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
     note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers)

@@ -163,7 +163,8 @@ class Quantization(Scenario):
         records, colors = Records(frame), arm_colors(arms_of(config) + [TENSOR, CHANNEL], self.arm_universe())
         ptq = [ptq_arm(name) for name in ptq_arms_of(config)]
         qat = [qat_arm(config)] if QAT_BIT_SETS[config.qat_bits] else []
-        return {
+        return {  # the float model trains first, most of a run: its curve leads, so the page is live at once
+            "float_training": training_figure(records, colors),
             "accuracy_vs_bits": vs_bits_figure(records, colors, ptq + qat, ACC, config.activation_bits, N_CLASSES),
             "channel_ranges": ranges_figure(records, colors, config.inspect_bits),
             "weight_histogram": histogram_figure(records, colors, config.inspect_layer, config.inspect_bits),
@@ -176,5 +177,4 @@ class Quantization(Scenario):
             "weight_sqnr": per_layer_figure(records, colors, ptq, "weight_sqnr_db", "weight_sqnr_theory_db",
                                             "Weight SQNR per layer vs bits (dashed: 10·log10(P/(Δ²/12)))", "SQNR (dB)"),
             "loss_vs_bits": vs_bits_figure(records, colors, ptq + qat, "test/loss", config.activation_bits, N_CLASSES),
-            "float_training": training_figure(records, colors),
         }
