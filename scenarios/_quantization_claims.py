@@ -123,7 +123,7 @@ def explanation(records: Records, ptq: list[str], qat: str | None, qat_ptq: str,
             records, "float", chance=math.log(n_classes), chance_name=f"ln {n_classes}")))
     arms = [arm for arm in ptq + ([qat] if qat else []) if records.has(ACC, arm)]
     fewest = [c for arm in arms if (c := claim(f"{arm} {{}}", fewest_bits(arm), records,
-                                               lambda b: f"{int(b)} bits" if b else "at no width")) is not None]
+                                               lambda b: f"{int(b)} bits" if b else "— none of the widths run")) is not None]
     if fewest:
         takeaway = say("Fewest weight bits within 1 point of the float model's {} test accuracy: "
                        + ", ".join(["{}"] * len(fewest)), reference, *fewest)
