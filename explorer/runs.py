@@ -131,6 +131,8 @@ class RunHandle:
         while not (self._first_record.wait(0.01) and self._steps >= steps):
             if self._ended.is_set() or time.perf_counter() > deadline:
                 return False
+            if self._first_record.is_set():
+                time.sleep(0.01)  # rows came, not yet of enough steps (the wait above no longer sleeps)
         return True
 
     @property
