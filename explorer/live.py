@@ -66,11 +66,9 @@ class Drawn:
 
 
 def charge_drawing(state: MutableMapping, scenario_id: str, seconds: float) -> None:
-    """The browser reports that drawing the figures it was sent took `seconds` of its main thread
-    (explorer/chart.py times each `Plotly.react`). Once every chart shows something the budget
-    covers that as well as the building: the next rebuild waits `seconds / VIEW_CPU_SHARE` longer.
-    While charts are still filling in nothing is charged: those rebuilds are bounded by
-    `QUICK_CPU_S` of building (charging their drawing too left a loss chart empty for a run)."""
+    """Drawing the figures sent took the browser `seconds` (explorer/chart.py times each
+    `Plotly.react`): once every chart shows something, the next rebuild waits that / VIEW_CPU_SHARE
+    longer. Charts still filling in are not held back (their rebuilds are bounded by `QUICK_CPU_S`)."""
     drawn: Drawn | None = state.get(drawn_key(scenario_id))
     if drawn is None or seconds <= 0 or drawn.quick_left > 0:
         return
@@ -93,14 +91,17 @@ def warnings(snap: Snapshot) -> list[str]:
 
 
 def live_state(handle: RunHandle | SeedGroup) -> dict:
-    """What the status line shows of a running handle (the page's first paint, and every feed message).
-    Once the run has ended it is the final line ("Finished after 200 steps in 2.1 s · stored as run
-    …"): the feed's last message paints it at once, before the page's rerun draws the final view."""
+    """What the status line shows of a handle (the page's first paint, and every feed message); once
+    the run has ended, its final line, which the feed's last message paints before the page reruns."""
     snap = handle.snapshot(with_frame=False)
     if not snap.running:  # the final line counts the steps of each arm: read from the frame
         snap = handle.snapshot()
-    return {"running": snap.running, "text": status_line(snap, handle), "progress": snap.progress,
-            "warnings": warnings(snap)}
+    return line_state(snap, handle)
+
+
+def line_state(snap: Snapshot, handle: RunHandle | SeedGroup) -> dict:
+    """What the status component paints of `snap` (for an ended run, a snapshot with its frame)."""
+    return {"running": snap.running, "text": status_line(snap, handle), "progress": snap.progress, "warnings": warnings(snap)}
 
 
 def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | None = None,
@@ -123,8 +124,7 @@ def status_view(scenario: Scenario, waiting: str | None = None, feed_url: str | 
     snap = handle.snapshot(with_frame=not handle.running)  # the frame only for the final line
     ended = not snap.running and not waiting
     if ended:  # the same component as the live line: the rerun at a run's end swaps no element (no blank)
-        live_status(f"status-{scenario.id}", None, 0, {"running": False, "text": status_line(snap, handle),
-                                                        "progress": snap.progress, "warnings": warnings(snap)})
+        live_status(f"status-{scenario.id}", None, 0, line_state(snap, handle))
     else:
         st.progress(snap.progress, text=waiting or status_line(snap, handle))
     if snap.error and snap.status == "refused":
