@@ -7,7 +7,8 @@ headless warm worker of its own for the same configs without the page, interleav
 headless run, page run, ... (each repeat with a new seed, so every run trains). Per scenario:
 
 - first plot: from the Run press (the page's own pointerdown) to the first chart drawn with data in
-  it (warm pool);
+  it (warm pool: for a distributed scenario, with the rank processes the page has its pool start
+  while it is read; the headless worker gets the same, so both runs start warm);
 - page / headless: the run's time in the page (Run press to "Finished" on screen) over the
   headless worker's `Scenario.run` time of the same config (medians); "in the worker" is the
   page's worker's own `Scenario.run` time (the status line's "in … s"): training slowed by
@@ -41,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from explorer.pool import WorkerPool  # noqa: E402
 from explorer.processes import cpu_seconds, descendants, wait_quiet  # noqa: E402
 from explorer.runs import RunHandle  # noqa: E402
+from explorer.worker import SPARE_RANKS  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 
 CHROMIUM = os.environ.get("PLAYWRIGHT_CHROMIUM_EXECUTABLE", "/usr/bin/chromium")
@@ -153,6 +155,16 @@ def wait_workers_quiet(server_pid: int, timeout_s: float = 60) -> None:
     wait_quiet(lambda: descendants(server_pid), timeout_s, idle_cpu_s=0.025)
 
 
+def headless_ready(headless: WorkerPool, ranks: int) -> None:
+    """As the page does while it is read: a distributed run's rank processes started ahead and
+    idle, so the headless run is timed as warm as the page's."""
+    headless.prepare(ranks)
+    wanted = min(ranks, SPARE_RANKS)
+    wait_for(lambda: sum(len(descendants(worker)) for worker in headless.pids()) >= wanted, 10, every_s=0.05)
+    wait_quiet(lambda: [p for worker in headless.pids() for p in (worker, *descendants(worker))], 60,
+               idle_cpu_s=0.025)
+
+
 def page_run(page, base: str, scenario, seed: int, server_pid: int) -> dict:
     open_page(page, base, scenario.id, seed)
     wait_workers_quiet(server_pid)
@@ -262,9 +274,14 @@ def measure(page, base: str, scenario, headless: WorkerPool, server_pid: int, re
     for i in range(repeat):
         seed = 1000 + i
         pages.append(page_run(page, base, scenario, seed, server_pid))
-        handle = RunHandle.start(scenario, scenario.validate({"seed": seed}), pool=headless)
+        print(f"  {scenario.id} seed {seed}: " + ", ".join(f"{k} {v:.2f}" for k, v in pages[-1].items()
+                                                        if isinstance(v, float)), file=sys.stderr, flush=True)
+        config = scenario.validate({"seed": seed})
+        headless_ready(headless, scenario.rank_processes(config))
+        handle = RunHandle.start(scenario, config, pool=headless)
         handle.join(TIMEOUT_S)
         alone.append(handle.train_seconds or float("nan"))
+        print(f"  {scenario.id} seed {seed}: headless {alone[-1]:.2f}", file=sys.stderr, flush=True)
     if any(not p["status"].startswith("Finished") or p["first_s"] is None for p in pages):
         why = pages[-1]["status"][:50] if not pages[-1]["status"].startswith("Finished") else "no chart drawn"
         return (scenario.id, why, "", "", "", "", "", "", "", "")
@@ -294,6 +311,7 @@ def three_tabs(context, base: str, scenario, headless: WorkerPool) -> str:
     together = (max(m["ended"] for m in marks) - min(m["clicked"] for m in marks)) / 1000
     alone = 0.0
     for i in range(3):
+        headless_ready(headless, scenario.rank_processes(scenario.validate({})))
         handle = RunHandle.start(scenario, scenario.validate({"seed": 2000 + i}), pool=headless)
         handle.join(TIMEOUT_S)
         alone += handle.train_seconds

@@ -12,7 +12,8 @@ never waits forever on a peer that died.
 Where `EXPLORER_SPARE_RANKS` is set (the page's warm workers set it), a launch leaves that many
 rank processes started ahead (`python -m engines.spare_rank`: torch imported, ~3 s each on 2
 cores, at a lower priority), waiting on stdin for the next run's arguments: the next launch from
-this process takes them instead of starting new ones. A spare ends when its stdin closes, so
+this process takes them instead of starting new ones (`keep_spares` also starts them ahead of a
+first run: the page's pool asks while a distributed scenario's page is read). A spare ends when its stdin closes, so
 none outlives the process that started it.
 
 Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
@@ -102,7 +103,7 @@ def _rank(arguments: list[str]):
             errors.close()
 
 
-def _keep_spares(count: int) -> None:
+def keep_spares(count: int) -> None:
     """Start spares until `count` are waiting (at most `EXPLORER_SPARE_RANKS`)."""
     wanted = min(count, int(os.environ.get(SPARES_VARIABLE, "0") or 0))
     with _spares_lock:
@@ -193,7 +194,7 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
         _reap(procs)
         for handle in errors:
             handle.close()
-        _keep_spares(len(members))  # for the next run, while this one's results are read
+        keep_spares(len(members))  # for the next run, while this one's results are read
 
 
 def _check(procs: list[subprocess.Popen], errors: list, members: list[tuple[int, int]]) -> None:

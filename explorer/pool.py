@@ -11,6 +11,10 @@ one worker per core, at most `MAX_WORKERS` (`EXPLORER_WORKERS` overrides).
   started) and replaced, so Stop takes under a second at any setting.
 - A worker that dies under a run (a crash, the OOM killer) fails that run with the last
   error line it wrote, and is replaced.
+- Rank processes ahead: a distributed run's rank processes take ~3 s of CPU each to start
+  (torch, gloo, DDP's `torch._dynamo`). While a distributed scenario's page is read and nothing
+  trains, `prepare` has an idle worker start them (engines.distributed.keep_spares); that run
+  goes to the worker with the most waiting, any other run to the one with the fewest.
 - No worker outlives the server: `shutdown` (also at interpreter exit) closes their stdin
   and ends what is left; a worker whose stdin closes — the server died, however — stops
   its run and exits by itself.
@@ -42,7 +46,7 @@ class Job(Protocol):
 
     id: str
 
-    def request(self) -> dict[str, Any]: ...        # {"module", "cls", "config"}
+    def request(self) -> dict[str, Any]: ...        # {"module", "cls", "config", "ranks"}
     def receive(self, message: dict[str, Any]) -> None: ...
 
 
@@ -59,6 +63,8 @@ class Worker:
     ready: bool = False
     job: Job | None = None
     ending: bool = False            # the pool is ending it: its death is no crash
+    spares: int = 0                 # rank processes it has started ahead, as it last said
+    asked: int = 0                  # the rank processes `prepare` last asked it for
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -105,6 +111,22 @@ class WorkerPool:
                 threading.Timer(STOP_GRACE_S, self._end_if_still, args=(worker, job)).start()
         if worker is None:
             job.receive({"kind": "done", "id": job.id, "status": "stopped"})
+
+    def prepare(self, ranks: int) -> None:
+        """Have an idle worker start `ranks` rank processes ahead (it keeps at most its own cap),
+        for a distributed run the page is about to ask for. Only while nothing trains or waits:
+        the spares' imports then share the cores with no run. Cheap to call on every page run."""
+        if ranks <= 0:
+            return
+        with self._lock:
+            if self._closed or self._queue or any(w.job is not None for w in self._workers):
+                return
+            idle = [w for w in self._workers if w.ready and not w.ending]
+            if not idle or any(max(w.spares, w.asked) >= ranks for w in idle):
+                return
+            worker = max(idle, key=lambda w: w.spares)
+            worker.asked = ranks
+            self._send(worker, {"op": "prepare", "ranks": ranks})
 
     def failure(self) -> str | None:
         """Why no worker could start (each one died before it was ready), or None."""
@@ -188,12 +210,17 @@ class WorkerPool:
     def _dispatch(self) -> None:
         """Give queued jobs to idle warm workers (holding the lock)."""
         while self._queue:
-            idle = next((w for w in self._workers if w.ready and w.job is None and not w.ending), None)
-            if idle is None:
+            idle = [w for w in self._workers if w.ready and w.job is None and not w.ending]
+            if not idle:
                 return
             job = self._queue.popleft()
+            request = job.request()
+            ranks = request.get("ranks", 0)  # a distributed run goes where its rank processes wait
+            idle = (max if ranks else min)(idle, key=lambda w: w.spares)
             idle.job = job
-            self._send(idle, {"op": "run", "id": job.id, **job.request()})
+            if ranks:
+                idle.spares = idle.asked = 0  # it takes them (its `done` says what it keeps)
+            self._send(idle, {"op": "run", "id": job.id, **request})
             job.receive({"kind": "started", "id": job.id})  # a job never calls the pool under its own lock
 
     def _read(self, worker: Worker) -> None:
@@ -204,6 +231,8 @@ class WorkerPool:
                 if "machine" in message:
                     self._machine = Machine(**message["machine"])
                 job = worker.job if worker.job is not None and message.get("id") == worker.job.id else None
+                if "spares" in message:
+                    worker.spares = message["spares"]
                 if message["kind"] == "ready":
                     worker.ready = True
                     self._lock.notify_all()

@@ -142,7 +142,7 @@ class RunHandle:
     # --- the pool's job ---------------------------------------------------------------------
     def request(self) -> dict[str, Any]:
         return {"module": type(self.scenario).__module__, "cls": type(self.scenario).__qualname__,
-                "config": self.config.model_dump(mode="json")}
+                "config": self.config.model_dump(mode="json"), "ranks": self.scenario.rank_processes(self.config)}
 
     def receive(self, message: dict[str, Any]) -> None:
         """One message of the worker's stream (called from the pool's threads)."""

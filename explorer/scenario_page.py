@@ -65,6 +65,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     auto = seed_state(auto_key, True)
     runnable = config if config is not None and not problem and machine is not None else None
     too_large = large(scenario.estimate(runnable)) if runnable is not None else None
+    if runnable is not None:  # a distributed run's rank processes start while the page is read
+        pool.prepare(scenario.rank_processes(runnable))
     starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
     pending = follow_settings(scenario, config if not problem else None, repeat, runnable=machine is not None,
                               auto=auto, too_large=too_large is not None, entered=restored is not None,

@@ -9,10 +9,12 @@ The protocol is JSON lines. In, on stdin:
 
     {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}
     {"op": "stop", "id": ...}
+    {"op": "prepare", "ranks": n}    start n rank processes ahead (engines.distributed.keep_spares)
 
 Out, on stdout: `{"kind": "ready", "machine": {...}}` once, then per run any number of
 `rows` (`[[arm, step, metric, value], ...]`), `event`, `progress` and `note` messages and
-one `done` (`status`, `summary`, `error`, `traceback`, `seconds`, and the machine again).
+one `done` (`status`, `summary`, `error`, `traceback`, `seconds`, the machine again, and `spares`:
+the rank processes now started ahead); a `prepare` is answered by `{"kind": "prepared", "spares": n}`.
 A config the scenario refuses (`ConfigError`) ends as `status: "refused"` with its plain
 sentence. When stdin closes — the server is gone, however it went — the worker stops its
 run, ends every process it started, and exits. SIGTERM stops it the same way.
@@ -131,7 +133,7 @@ def train(command: dict[str, Any], send, stop: threading.Event) -> None:
     except Exception as error:  # the page shows it; the worker lives on
         done.update(status="failed", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
     sink.flush()
-    done.update(seconds=time.perf_counter() - started, machine=machine())
+    done.update(seconds=time.perf_counter() - started, machine=machine(), spares=len(distributed.spares()))
     send(done)
 
 
@@ -171,7 +173,10 @@ def main() -> None:
     def read() -> None:
         for line in sys.stdin:
             command = json.loads(line)
-            if command["op"] == "stop":
+            if command["op"] == "prepare":  # no run waits for it: done here, beside a run if one starts
+                distributed.keep_spares(int(command["ranks"]))
+                send({"kind": "prepared", "spares": len(distributed.spares())})
+            elif command["op"] == "stop":
                 cancelled.add(command["id"])
                 if command["id"] == current["id"]:
                     stop.set()

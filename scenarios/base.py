@@ -128,6 +128,11 @@ class Scenario:
         """A cheap guess of the run's time and memory, said before a large run starts."""
         return None
 
+    def rank_processes(self, config: ScenarioConfig) -> int:
+        """How many rank processes a run of `config` launches (engines.distributed); the page's
+        pool starts that many ahead while the page is read."""
+        return 0
+
     # --- shared -------------------------------------------------------------------
     def validate(self, config: ScenarioConfig | Mapping[str, Any] | None = None) -> ScenarioConfig:
         """A Config from a Config, a mapping (strings allowed: '30', 'true') or None (defaults)."""

@@ -92,6 +92,9 @@ class CollectivesAndDTensor(Scenario):
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return running.refusal(config, machine)
 
+    def rank_processes(self, config: Config) -> int:
+        return config.world_size
+
     def estimate(self, config: Config) -> Estimate:
         return running.estimate(config)
 

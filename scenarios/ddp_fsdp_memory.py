@@ -130,6 +130,9 @@ class DdpFsdpMemory(Scenario):
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return launching.refusal(config, machine)
 
+    def rank_processes(self, config: Config) -> int:
+        return sum(launching.worlds_of(config))
+
     def estimate(self, config: Config) -> Estimate:
         return launching.estimate(config)
 

@@ -144,6 +144,34 @@ def test_shutdown_leaves_no_process() -> None:
     wait_until(lambda: not any(alive(pid) for pid in before), "every worker process to end")
 
 
+def test_a_distributed_page_starts_its_rank_processes_ahead_and_its_run_takes_them(monkeypatch, isolated_store) -> None:
+    """`prepare` (the DDP page, read while nothing trains) has one worker start the rank
+    processes; the run goes to that worker and takes them: no rank process is started for it."""
+    from tests.descendants import ranks_alive, tag_environment
+    tag = tag_environment(monkeypatch)
+    ddp = get_scenario("ddp-fsdp-memory")
+    config = ddp.validate(ddp.tiny)  # one rank process
+    assert ddp.rank_processes(config) == 1 and ddp.rank_processes(ddp.validate({})) == 3
+    pool = WorkerPool(size=2)
+    try:
+        assert pool.wait_ready(WAIT_S)
+        assert ranks_alive(tag) == []
+        pool.prepare(2)
+        wait_until(lambda: len(ranks_alive(tag)) == 2, "two rank processes started ahead")
+        ahead = set(ranks_alive(tag))
+        owner = [pid for pid in pool.pids() if ahead <= set(descendants(pid))]
+        assert len(owner) == 1, "one worker holds both"
+        pool.prepare(2)
+        pool.prepare(1)  # already there: nothing more starts
+        handle = RunHandle.start(ddp, config, RunStore(), pool=pool)
+        assert handle.join(WAIT_S) and handle.snapshot().status == "finished", handle.snapshot().error
+        left = set(ranks_alive(tag))
+        assert left < ahead and len(left) == 1, f"the run took one of {ahead} and started none: {left} left"
+    finally:
+        pool.shutdown()
+    wait_until(lambda: not ranks_alive(tag), "every rank process to end with the pool")
+
+
 SERVER = """
 import signal, sys, time
 from explorer.pool import WorkerPool
