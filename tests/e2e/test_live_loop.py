@@ -86,6 +86,15 @@ def test_a_chart_far_below_the_screen_is_drawn_when_scrolled_to(page, app_url) -
     assert last.locator(PLOT).count() or last.evaluate("c => c.classList.contains('js-plotly-plot')")
 
 
+def test_plotly_pays_its_first_draw_while_the_page_is_read(page, app_url) -> None:
+    """A hidden warm-up draw (explorer/chart.py) runs once the page is open and before any run, and
+    leaves no element behind: the first chart after Run is not the page's first plotly draw."""
+    open_scenario(page, app_url, SCENARIO_PATH + "?seed=79", "Vanishing gradients")
+    page.wait_for_function("() => window.__explorerWarm === 'done'", timeout=30_000)
+    assert page.locator("div.explorer-chart").count() == 0, "no chart yet: nothing has run on this page"
+    assert page.locator(".js-plotly-plot").count() == 0, "the warm-up's plot was removed"
+
+
 def test_an_expander_opens_while_a_run_is_drawing(page, app_url) -> None:
     open_scenario(page, app_url, SCENARIO_PATH + "?seed=77", "Vanishing gradients")
     press_on_slider(page, "steps", "End")
