@@ -18,7 +18,10 @@ from collections.abc import Iterable, Sequence
 
 import plotly.graph_objects as go
 
+from scenarios import plotly_paths
 from scenarios.records import Records
+
+plotly_paths.memoize()  # every scenario draws through here
 
 BASE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
                "#bcbd22", "#393b79"]
