@@ -167,7 +167,9 @@ class Distillation(Scenario):
         records, temperatures, students = Records(frame), temperatures_of(config), arm_names(config)
         colors = arm_colors(students + [TEACHER], self.arm_universe())
         curves = functools.partial(curves_figure, records, colors, arms=students, x_title="student step", y_title="nats")
-        return {
+        return {  # the teacher trains first, a third of a run: its curve leads, so the page is live at once
+            "teacher": curves_figure(records, colors, "loss", arms=[TEACHER], x_title="teacher step", y_title="nats",
+                                     title="The teacher's training loss (it trains first; then each student)"),
             "accuracy_vs_T": look.accuracy_figure(records, temperatures, colors, config.alpha, config.t_squared,
                                                   config.student_steps),
             "loss": curves("loss", title="Objective on the transfer set (what each arm minimises)"),

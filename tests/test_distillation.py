@@ -125,3 +125,18 @@ def test_explanation_reads_the_t_dependence_without_promising_an_optimum() -> No
     assert "optimum" not in text.lower() and "points from the lowest to the highest" in text, text
     wrong = [str(claim) for claim in explanation.claims() if not claim.holds(Records(frame))]
     assert not wrong, wrong
+
+
+def test_the_teachers_own_training_is_the_first_figure_and_fills_in_before_any_student_trains() -> None:
+    """The teacher trains first (a third of a default run): its loss curve leads the page, drawn from the
+    teacher's records alone, and it falls; while only the teacher has trained, it is the figure with a curve."""
+    from explorer.chart import payload, shows_data
+    config = SCENARIO.validate({"temperatures": "1,20", "teacher_steps": 60, "teacher_width": 32, "student_steps": 10})
+    frame = SCENARIO.run(config).frame
+    teacher_only = frame[frame["arm"] == "teacher"]
+    early = SCENARIO.figures(teacher_only[teacher_only["metric"].isin(["loss", "accuracy", "lr"])], config)
+    assert next(iter(early)) == "teacher"
+    assert shows_data(payload("teacher", early["teacher"]))
+    (curve,) = early["teacher"].data
+    assert curve.name == "teacher" and curve.y[-1] < 0.7 * curve.y[0], list(curve.y)
+    assert not any(shows_data(payload(name, figure)) for name, figure in early.items() if name in ("loss", "test_loss"))
