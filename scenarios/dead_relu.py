@@ -120,7 +120,7 @@ class DeadReLU(Scenario):
         setup = config.model_dump(include=set(TRAINED))  # view 2: the three arms side by side, same seed and data
         trained = [Arm(name, train_arm(activation, log_every=log_every_for(config.steps), **setup), config.steps)
                    for name, activation in ARMS.items()]
-        return in_turn(born) + together(*trained)
+        return together(*trained) + in_turn(born)  # the charts at the top (training) fill in first
 
     def arm_universe(self) -> list[str]:
         return [*ARMS, BORN_DEAD]

@@ -102,8 +102,9 @@ class MixedPrecision(Scenario):
         formats = in_turn(Arm(UNDERFLOW, number_formats.underflow_sweep(config.seed), len(number_formats.UNDERFLOW_EXPONENTS), cost=0.5),
                           Arm(ROUNDING, number_formats.rounding_sweep(config.seed), len(number_formats.RATIO_EXPONENTS)),
                           Arm(SUM, number_formats.accumulate(10_000, 1e-4), 101, cost=2))
-        return formats + together(*(Arm(name, train_arm(precision, histogram=name == FP32, **common), config.steps)
-                                    for name, precision in training_arms(config).items()))
+        training = together(*(Arm(name, train_arm(precision, histogram=name == FP32, **common), config.steps)
+                              for name, precision in training_arms(config).items()))
+        return training + formats  # the charts at the top (training) fill in first; the format probes' below
 
     def arm_universe(self) -> list[str]:
         return [FP32, BF16, FP16, SCALED, pure_arm("bf16"), pure_arm("fp16"), UNDERFLOW, ROUNDING, SUM]
