@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
-from scenarios.plotting import layout
+from scenarios.plotting import curves_figure, layout
 from scenarios.records import Records
 
 # The arm and record names the figures read; the scenario writes its records with these.
@@ -194,6 +194,12 @@ def accuracy_figure(records: Records, temperatures: list[float], colors: dict[st
     layout(fig, f"Student accuracy vs T (α = {alpha:g}, {'× T²' if t_squared else 'without T²'})",
            "temperature T (log scale)", "test accuracy (%)")
     return fig.update_xaxes(type="log", tickvals=temperatures)
+
+
+def teacher_figure(records: Records, colors: dict[str, str]) -> go.Figure:
+    """The teacher's training loss: it trains first, before any student has a point."""
+    return curves_figure(records, colors, "loss", arms=[TEACHER], x_title="teacher step", y_title="nats",
+                         title="The teacher's training loss (it trains first; then each student)")
 
 
 def as_percent(fig: go.Figure) -> go.Figure:

@@ -164,19 +164,17 @@ class Distillation(Scenario):
 
     # --- figures ----------------------------------------------------------------------
     def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
-        records, temperatures, students = Records(frame), temperatures_of(config), arm_names(config)
+        records, temps, students = Records(frame), temperatures_of(config), arm_names(config)
         colors = arm_colors(students + [TEACHER], self.arm_universe())
         curves = functools.partial(curves_figure, records, colors, arms=students, x_title="student step", y_title="nats")
         return {  # the teacher trains first, a third of a run: its curve leads, so the page is live at once
-            "teacher": curves_figure(records, colors, "loss", arms=[TEACHER], x_title="teacher step", y_title="nats",
-                                     title="The teacher's training loss (it trains first; then each student)"),
-            "accuracy_vs_T": look.accuracy_figure(records, temperatures, colors, config.alpha, config.t_squared,
-                                                  config.student_steps),
+            "teacher": look.teacher_figure(records, colors),
+            "accuracy_vs_T": look.accuracy_figure(records, temps, colors, config.alpha, config.t_squared, config.student_steps),
             "loss": curves("loss", title="Objective on the transfer set (what each arm minimises)"),
             "test_loss": curves("test_loss", title="Test cross-entropy against the true labels"),
             "kl": curves("kl", arms=students[1:], title="Soft term: KL(softmax(v/T) ‖ softmax(z/T)) on the transfer set"),
             "test_accuracy": look.as_percent(curves("test_accuracy", title="Student test accuracy during training",
                                                     y_title="test accuracy")),
-            "soft_targets": look.soft_targets_figure(records, temperatures, colors, config.example, N_CLASSES),
-            "soft_grad_norm": look.grad_figure(records, temperatures, colors),
+            "soft_targets": look.soft_targets_figure(records, temps, colors, config.example, N_CLASSES),
+            "soft_grad_norm": look.grad_figure(records, temps, colors),
         }
