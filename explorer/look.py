@@ -35,7 +35,7 @@ FIGURE_PX = {False: 620, True: 1250}  # a chart's width: half the page, or all o
 def polish(figure: go.Figure) -> go.Figure:
     _hover(figure)
     _fit_legend(figure)
-    axes = _axes(figure)  # once: it copies the layout (a third of polish's time when each step asked)
+    axes = _axes(figure)  # once: listing them copies the layout
     _log_ticks(figure, axes)
     _integer_ticks(figure, axes)
     _wrap_subplot_titles(figure, axes)
