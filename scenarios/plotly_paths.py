@@ -25,8 +25,11 @@ def memoize() -> bool:
         return True
     cached = functools.lru_cache(maxsize=PATHS_KEPT)(original)
 
-    def parse(key_path_str):  # plotly hands it strings only (a tuple path is joined into one first)
-        path, positions = cached(key_path_str)
+    def parse(key_path_str):
+        try:
+            path, positions = cached(key_path_str)
+        except TypeError:  # not hashable: parse it as plotly would
+            return original(key_path_str)
         return path, list(positions)
 
     parse.explorer_memoized = True
