@@ -28,7 +28,7 @@ def memoize() -> bool:
     def parse(key_path_str):
         try:
             path, positions = cached(key_path_str)
-        except TypeError:  # not hashable: parse it as plotly would
+        except TypeError:  # not hashable (a list, a dict): plotly's own error, which its callers catch
             return original(key_path_str)
         return path, list(positions)
 

@@ -23,6 +23,17 @@ def test_the_cached_parse_answers_as_plotly_does_and_hands_each_caller_its_own_p
     assert again != first and parse("xaxis2.title.text")[1] == parse.original("xaxis2.title.text")[1]
 
 
+def test_a_path_that_is_not_a_string_fails_as_plotly_makes_it_fail() -> None:
+    """Plotly's callers catch the error its parser raises for a list or a dict (an overlay on the page
+    took that road); the cache's own TypeError for an unhashable key would escape them."""
+    parse = basedatatypes._str_to_dict_path_full
+    for key in (["xaxis", "title"], {"xaxis": 1}):
+        with pytest.raises(Exception) as theirs:
+            parse.original(key)
+        with pytest.raises(type(theirs.value)):
+            parse(key)
+
+
 @pytest.mark.parametrize("scenario_id", ["dead-relu", "quantization"])
 def test_a_scenarios_figures_are_the_same_with_and_without_the_cache(scenario_id, monkeypatch) -> None:
     scenario = get_scenario(scenario_id)
