@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from scenarios.base import COLUMNS
 from scenarios.claims import AT_CHANCE, AtChance, Claim, Computed, Low, Peak, StayedNear, fmt
 from scenarios.explanation import Sentence, say, trajectory
-from scenarios.plotting import curves_figure, profile_figure
+from scenarios.plotting import Figures, curves_figure, profile_figure
 from scenarios.records import Records
 
 
@@ -46,23 +46,23 @@ def block_profile(records: Records, colors: dict[str, str], arms: list[str], pre
     return fig
 
 
-def figures_of(records: Records, colors: dict[str, str], arms: list[str], chance: float, vocab: int) -> dict:
+def figures_of(records: Records, colors: dict[str, str], arms: list[str], chance: float, vocab: int) -> Figures:
     curves = dict(arms=arms, log_y=False)
     logged = dict(arms=arms, log_y=True)
-    return {
-        "loss": legend_below(curves_figure(records, colors, "loss", title="Training loss", **curves,
-                                           y_title="cross-entropy per token (nats)", chance=chance,
-                                           chance_label=f"chance: ln {vocab} = {chance:.2f}")),
-        "lr_schedule": nested(curves_figure(records, colors, "lr", title="Learning-rate schedule",
-                                            y_title="learning rate (per step)", **curves), arms),
-        "grad_norm": legend_below(curves_figure(records, colors, "grad_norm_global", title="Global gradient norm",
-                                                y_title="‖∂L/∂θ‖ over all parameters", **logged)),
-        "update_ratio": legend_below(curves_figure(mean_update_ratio(records), colors, "update_ratio", **logged,
-                                                   title="Update-to-weight ratio ‖Δθ‖/‖θ‖ (mean over blocks)",
-                                                   y_title="‖Δθ‖/‖θ‖ per step")),
-        "grad_profile": block_profile(records, colors, arms, "grad_norm", "Gradient norm by block", "‖∂L/∂θ_block‖"),
-        "update_profile": block_profile(records, colors, arms, "update_ratio", "Update-to-weight ratio by block",
-                                        "‖Δθ‖/‖θ‖ of the block")}
+    return Figures({
+        "loss": lambda: legend_below(curves_figure(records, colors, "loss", title="Training loss", **curves,
+                                                   y_title="cross-entropy per token (nats)", chance=chance,
+                                                   chance_label=f"chance: ln {vocab} = {chance:.2f}")),
+        "lr_schedule": lambda: nested(curves_figure(records, colors, "lr", title="Learning-rate schedule",
+                                                    y_title="learning rate (per step)", **curves), arms),
+        "grad_norm": lambda: legend_below(curves_figure(records, colors, "grad_norm_global", title="Global gradient norm",
+                                                        y_title="‖∂L/∂θ‖ over all parameters", **logged)),
+        "update_ratio": lambda: legend_below(curves_figure(mean_update_ratio(records), colors, "update_ratio", **logged,
+                                                           title="Update-to-weight ratio ‖Δθ‖/‖θ‖ (mean over blocks)",
+                                                           y_title="‖Δθ‖/‖θ‖ per step")),
+        "grad_profile": lambda: block_profile(records, colors, arms, "grad_norm", "Gradient norm by block", "‖∂L/∂θ_block‖"),
+        "update_profile": lambda: block_profile(records, colors, arms, "update_ratio", "Update-to-weight ratio by block",
+                                                "‖Δθ‖/‖θ‖ of the block")})
 
 
 # --- claims ------------------------------------------------------------------------------------

@@ -25,14 +25,13 @@ import math
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _attention_figures as look
 from scenarios._attention_figures import SWEEP, heads_label, heads_of, uniform_label
 from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together, view_field
 from scenarios.explanation import Explanation, join
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 DIMS = [4, 8, 16, 32, 64, 128, 256, 512]  # the d_k sweep
@@ -140,25 +139,25 @@ class Attention(Scenario):
         return Explanation(join(*leading), tuple(details))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms, last = Records(frame), list(model_arms(config)), config.steps - 1
         colors = arm_colors(arms, self.arm_universe())
         trained = [arm for arm in arms if heads_of(arm)]
         shown = min(trained, key=lambda a: abs(heads_of(a) - config.map_heads)) if trained else None
         lines = dict(marker=config.d_k)
-        return {
-            "variance": look.sweep_figure(records, "var_qk", "Var(q·k) against d_k (random unit-variance q, k)",
-                                          "Var(q·k)", log_y=True, reference=("d_k", DIMS), **lines),
-            "entropy": look.sweep_figure(records, "entropy", f"Softmax entropy over {config.keys} keys against d_k",
-                                         "entropy (nats)", log_y=False, reference=(f"ln {config.keys}", [math.log(config.keys)] * len(DIMS)), **lines),
-            "score_gradient": look.sweep_figure(records, "grad_scores", "Gradient reaching the scores, ‖∂L/∂scores‖",
-                                                "‖∂L/∂s‖, mean over queries", log_y=False, **lines),
-            "example_weights": look.example_weights_figure(records, config.d_k),
-            "loss": curves_figure(records, colors, "loss", arms=arms, title="Training loss (cross-entropy per lookup)",
-                                  y_title="nats", log_y=False),
-            "eval_accuracy": curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False, chance=1 / look.VALUES,
-                                           title="Held-out lookup accuracy (256 contexts never trained on)",
-                                           y_title="share of lookups right", chance_label=f"chance 1/{look.VALUES}"),
-            "accuracy_vs_heads": look.heads_figure(records, colors, arms, last),
-            "attention_maps": look.maps_figure(records, shown),
-        }
+        return Figures({
+            "variance": lambda: look.sweep_figure(records, "var_qk", "Var(q·k) against d_k (random unit-variance q, k)",
+                                                  "Var(q·k)", log_y=True, reference=("d_k", DIMS), **lines),
+            "entropy": lambda: look.sweep_figure(records, "entropy", f"Softmax entropy over {config.keys} keys against d_k",
+                                                 "entropy (nats)", log_y=False, reference=(f"ln {config.keys}", [math.log(config.keys)] * len(DIMS)), **lines),
+            "score_gradient": lambda: look.sweep_figure(records, "grad_scores", "Gradient reaching the scores, ‖∂L/∂scores‖",
+                                                        "‖∂L/∂s‖, mean over queries", log_y=False, **lines),
+            "example_weights": lambda: look.example_weights_figure(records, config.d_k),
+            "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss (cross-entropy per lookup)",
+                                          y_title="nats", log_y=False),
+            "eval_accuracy": lambda: curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False, chance=1 / look.VALUES,
+                                                   title="Held-out lookup accuracy (256 contexts never trained on)",
+                                                   y_title="share of lookups right", chance_label=f"chance 1/{look.VALUES}"),
+            "accuracy_vs_heads": lambda: look.heads_figure(records, colors, arms, last),
+            "attention_maps": lambda: look.maps_figure(records, shown),
+        })

@@ -23,7 +23,6 @@ derivatives; line: their product; crosses: autograd), and test accuracy on B per
 import functools
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _autodiff_figures as look
@@ -31,7 +30,7 @@ from scenarios._autodiff_figures import PASS
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
 from scenarios.claims import Final
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 PRETRAIN, FULL, LAST, SCRATCH = "pretrain on task A", "fine-tune everything", "last layer only", "from scratch"
@@ -135,20 +134,20 @@ class Autodiff(Scenario):
         return Explanation(takeaway, tuple(d for d in details if d is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         colors = arm_colors([*TUNED, PRETRAIN], self.arm_universe())
         curves = functools.partial(curves_figure, records, colors, arms=TUNED, log_y=False)
-        return {
-            "graph": look.graph_figure(records),
-            "chain": look.chain_figure(records, *path_of(config)),
-            "module": look.module_figure(records),
-            "forward": look.forward_figure(records),
-            "checks": look.checks_figure(records),
-            "transfer_accuracy": look.chance_line(look.as_percent(curves(
-                "test_accuracy", title="Task B: held-out accuracy", y_title="test accuracy")), CLASSES_B),
-            "transfer_loss": curves("test_loss", title="Task B: held-out cross-entropy", y_title="nats"),
-            "pretrain": look.chance_line(look.as_percent(curves_figure(
-                records, colors, "test_accuracy", arms=[PRETRAIN], log_y=False, title="Task A: held-out accuracy while pretraining",
-                y_title="test accuracy")), CLASSES_A),
-        }
+        return Figures({
+            "graph": lambda: look.graph_figure(records),
+            "chain": lambda: look.chain_figure(records, *path_of(config)),
+            "module": lambda: look.module_figure(records),
+            "forward": lambda: look.forward_figure(records),
+            "checks": lambda: look.checks_figure(records),
+            "transfer_accuracy": lambda: look.chance_line(look.as_percent(curves(
+                        "test_accuracy", title="Task B: held-out accuracy", y_title="test accuracy")), CLASSES_B),
+            "transfer_loss": lambda: curves("test_loss", title="Task B: held-out cross-entropy", y_title="nats"),
+            "pretrain": lambda: look.chance_line(look.as_percent(curves_figure(
+                        records, colors, "test_accuracy", arms=[PRETRAIN], log_y=False, title="Task A: held-out accuracy while pretraining",
+                        y_title="test accuracy")), CLASSES_A),
+        })

@@ -21,14 +21,13 @@ initialization and again after the smallest batch's run has trained the MLP.
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _batch_size_clipping_figures as look
 from scenarios._batch_size_clipping_figures import CLIP_ARMS, NOISE_INIT, NOISE_TRAINED, batch_label
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation, join
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 LOG = {"scale": "log"}
@@ -159,19 +158,19 @@ class BatchSizeClipping(Scenario):
         return Explanation(join(*lead), tuple(details))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         batches, clips = [batch_label(b) for b in sizes_of(config)], list(CLIP_ARMS)
         colors = arm_colors([*batches, *clips, NOISE_INIT, NOISE_TRAINED], self.arm_universe())
-        return {
-            "loss_vs_steps": curves_figure(records, colors, "eval_loss", arms=batches, title="MLP: held-out loss per step",
-                                           y_title="cross-entropy (nats)"),
-            "loss_vs_examples": look.examples_figure(records, colors, batches),
-            "gradient_noise": look.noise_figure(records, colors, [NOISE_INIT, NOISE_TRAINED]),
-            "rnn_loss": curves_figure(records, colors, "loss", arms=clips, log_y=True, title="RNN training loss",
-                                      y_title="mean squared error"),
-            "grad_norm": look.grad_norm_figure(records, colors, clips, config.clip_norm),
-            "clip_coef": curves_figure(records, colors, "clip_coef", arms=clips, log_y=True, y_title="‖g_clipped‖ / ‖g‖",
-                                       title="Clip coefficient: the factor clipping applied (1 = untouched)"),
-            "lr_schedule": look.schedule_figure(records, colors, batches + clips),
-        }
+        return Figures({
+            "loss_vs_steps": lambda: curves_figure(records, colors, "eval_loss", arms=batches, title="MLP: held-out loss per step",
+                                                   y_title="cross-entropy (nats)"),
+            "loss_vs_examples": lambda: look.examples_figure(records, colors, batches),
+            "gradient_noise": lambda: look.noise_figure(records, colors, [NOISE_INIT, NOISE_TRAINED]),
+            "rnn_loss": lambda: curves_figure(records, colors, "loss", arms=clips, log_y=True, title="RNN training loss",
+                                              y_title="mean squared error"),
+            "grad_norm": lambda: look.grad_norm_figure(records, colors, clips, config.clip_norm),
+            "clip_coef": lambda: curves_figure(records, colors, "clip_coef", arms=clips, log_y=True, y_title="‖g_clipped‖ / ‖g‖",
+                                               title="Clip coefficient: the factor clipping applied (1 = untouched)"),
+            "lr_schedule": lambda: look.schedule_figure(records, colors, batches + clips),
+        })

@@ -22,7 +22,6 @@ backward, and a reduce-scatter of each unit's gradients. Starting the rank proce
 the run (about 4 s of CPU each).
 """
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _collectives_figures as look
@@ -30,6 +29,7 @@ from scenarios import _collectives_run as running
 from scenarios._collectives_claims import explanation, headline
 from scenarios.base import Arm, ConfigError, Estimate, Machine, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation
+from scenarios.plotting import Figures
 from scenarios.records import Records
 
 WORLD_MAX = 8
@@ -115,8 +115,9 @@ class CollectivesAndDTensor(Scenario):
         return explanation(Records(frame))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
-        return {"bytes": look.bytes_figure(records), "time": look.time_figure(records),
-                "bytes_by_rank": look.bytes_by_rank_figure(records), "dtensor": look.dtensor_figure(records),
-                "training_step": look.training_figure(records), "correctness": look.correctness_figure(records)}
+        return Figures({"bytes": lambda: look.bytes_figure(records), "time": lambda: look.time_figure(records),
+                        "bytes_by_rank": lambda: look.bytes_by_rank_figure(records),
+                        "dtensor": lambda: look.dtensor_figure(records), "training_step": lambda: look.training_figure(records),
+                        "correctness": lambda: look.correctness_figure(records)})

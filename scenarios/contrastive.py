@@ -30,7 +30,7 @@ from scenarios import _contrastive_figures as look
 from scenarios._contrastive_figures import RAW, arm_of
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 Sweep = Literal["0.05,0.1,0.5,1", "0.02,0.1,1", "0.02,0.05,0.1,0.2,0.5,1", "0.02,1", "0.1"]
@@ -128,25 +128,29 @@ class Contrastive(Scenario):
         return Explanation(probe, tuple(d for d in details if d is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms = Records(frame), tau_arms(config)
         colors = arm_colors([*arms, RAW], self.arm_universe())
         log_n = records.first(arms[0], "log_n")
         chance = dict(chance=log_n, chance_label=f"log N = log {config.batch}: uniform similarity") if log_n else {}
-        cosine = curves_figure(records, colors, "cos_pos", arms=arms, title="Mean cosine similarity: positives (solid), "
-                               "negatives (dashed)", y_title="cosine similarity", log_y=False)
-        cosine.add_traces(look.dashed(curves_figure(records, colors, "cos_neg", arms=arms, title="", y_title=""), "negatives").data)
-        return {
-            "loss": curves_figure(records, colors, "loss", arms=arms, title="InfoNCE loss", y_title="nats", log_y=False, **chance),
-            "mi_bound": curves_figure(records, colors, "mi_bound", arms=arms, log_y=False, y_title="nats",
-                                      title="log N − L: a lower bound on I(view₁; view₂)"),
-            "hardest_negative": look.hardest_figure(curves_figure(
+        def cosine() -> go.Figure:
+            figure = curves_figure(records, colors, "cos_pos", arms=arms, title="Mean cosine similarity: positives (solid), "
+                                   "negatives (dashed)", y_title="cosine similarity", log_y=False)
+            negatives = curves_figure(records, colors, "cos_neg", arms=arms, title="", y_title="")
+            return figure.add_traces(look.dashed(negatives, "negatives").data)
+
+        return Figures({
+            "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="InfoNCE loss", y_title="nats", log_y=False,
+                                          **chance),
+            "mi_bound": lambda: curves_figure(records, colors, "mi_bound", arms=arms, log_y=False, y_title="nats",
+                                              title="log N − L: a lower bound on I(view₁; view₂)"),
+            "hardest_negative": lambda: look.hardest_figure(curves_figure(
                 records, colors, "hardest_negative_weight", arms=arms, log_y=True, y_title="share of the negatives' weight",
                 title="Weight on the hardest negative (mean over anchors)"), config.batch),
-            "align_uniform": look.align_uniform_figure(records, colors, arms),
+            "align_uniform": lambda: look.align_uniform_figure(records, colors, arms),
             "cosine": cosine,
-            "probe": look.probe_figure(curves_figure(records, colors, "probe_accuracy", arms=arms, log_y=False,
-                                                     title="Linear-probe accuracy on the latent class (held-out views)",
-                                                     y_title="accuracy"), records, config.classes),
-            "embeddings": look.embeddings_figure(records, arms, config.classes),
-        }
+            "probe": lambda: look.probe_figure(curves_figure(records, colors, "probe_accuracy", arms=arms, log_y=False,
+                                                             title="Linear-probe accuracy on the latent class (held-out views)",
+                                                             y_title="accuracy"), records, config.classes),
+            "embeddings": lambda: look.embeddings_figure(records, arms, config.classes),
+        })

@@ -20,7 +20,6 @@ import os
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from engines.distributed import COLLECTIVES
@@ -33,7 +32,7 @@ from scenarios._result_dir import read_result_dir
 from scenarios._sharding_figures import collectives_figure, dtensor_figure, precision_figure
 from scenarios.base import Arm, ConfigError, Estimate, Machine, Scenario, ScenarioConfig, shown_by, together, view_field
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 STRATEGIES = ("ddp", "fsdp-zero3", "fsdp-zero2", "fsdp-zero3-bf16")
@@ -144,19 +143,20 @@ class DdpFsdpMemory(Scenario):
         return explanation(Records(frame), tuple(COLLECTIVES))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         run = summary(records)
         colors = arm_colors(records.arms(), self.arm_universe())
         figures = {
-            "memory_by_category": bars_figure(records, run), "memory_vs_world_size": vs_world_figure(run, colors),
-            "memory_over_phases": phases_figure(records, run, colors),
-            "memory_timeline": memory_timeline_figure(records, run),
-            "loss": curves_figure(records, colors, "loss", title="Loss of every strategy (mean over ranks)",
-                                  y_title="mean loss over ranks (nats)"),
-            "dtensor_shards": dtensor_figure(records, run), "collectives": collectives_figure(records, run),
-            "precision": precision_figure(records, run), "what_if": what_if_figure(config, run)}
+            "memory_by_category": lambda: bars_figure(records, run),
+            "memory_vs_world_size": lambda: vs_world_figure(run, colors),
+            "memory_over_phases": lambda: phases_figure(records, run, colors),
+            "memory_timeline": lambda: memory_timeline_figure(records, run),
+            "loss": lambda: curves_figure(records, colors, "loss", title="Loss of every strategy (mean over ranks)",
+                                          y_title="mean loss over ranks (nats)"),
+            "dtensor_shards": lambda: dtensor_figure(records, run), "collectives": lambda: collectives_figure(records, run),
+            "precision": lambda: precision_figure(records, run), "what_if": lambda: what_if_figure(config, run)}
         traces = {arm: trace_of(arm_values(records, arm)) for arm in run["arms"]}
         if any(traces.values()):  # CUDA only
-            figures["allocator_trace"] = trace_figure({arm: t for arm, t in traces.items() if t}, colors)
-        return figures
+            figures["allocator_trace"] = lambda: trace_figure({arm: t for arm, t in traces.items() if t}, colors)
+        return Figures(figures)

@@ -27,10 +27,10 @@ never above 0), the loss against the constant-output line Var(y), and the pre-ac
 histogram of the chosen layer moving below zero (every layer's is recorded: choosing
 another redraws, it does not retrain).
 """
+import functools
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios._dead_relu_claims import arm_details, arm_summary, born_sentence, dead_claim
@@ -39,7 +39,7 @@ from scenarios._dead_relu_figures import (born_curves_figure, born_dead, born_he
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
 from scenarios.claims import Computed
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 ARMS = {"ReLU": "relu", "LeakyReLU": "leaky_relu", "GELU": "gelu"}
@@ -159,15 +159,16 @@ class DeadReLU(Scenario):
         return Explanation(join(*parts), tuple(details))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms = Records(frame), list(ARMS)
         colors = arm_colors(arms, self.arm_universe())
         constant = next((records.first(arm, "constant_loss") for arm in arms if records.has("constant_loss", arm)), None)
-        born = born_dead(records, BORN_DEAD)
-        return {"dead_units": dead_heatmaps_figure(records, arms),
-                "loss": curves_figure(records, colors, "loss", arms=arms, title="Training loss",
-                                      y_title="mean squared error", chance=constant, log_y=True,
-                                      chance_label=f"constant output: Var(y) = {constant:.3f}" if constant else ""),
-                "grad_norm": grad_norm_figure(records, arms, colors),
-                "preact_hist": histograms_figure(records, arms, colors, min(config.hist_layer, config.depth)),
-                "born_dead": born_heatmap_figure(born), "born_dead_curves": born_curves_figure(born)}
+        born = functools.cache(lambda: born_dead(records, BORN_DEAD))  # two figures read it
+        return Figures({
+            "dead_units": lambda: dead_heatmaps_figure(records, arms),
+            "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss",
+                                          y_title="mean squared error", chance=constant, log_y=True,
+                                          chance_label=f"constant output: Var(y) = {constant:.3f}" if constant else ""),
+            "grad_norm": lambda: grad_norm_figure(records, arms, colors),
+            "preact_hist": lambda: histograms_figure(records, arms, colors, min(config.hist_layer, config.depth)),
+            "born_dead": lambda: born_heatmap_figure(born()), "born_dead_curves": lambda: born_curves_figure(born())})

@@ -17,7 +17,6 @@ import functools
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _distillation_figures as look
@@ -25,7 +24,7 @@ from scenarios._distillation_figures import HARD, TEACHER, arm_of, percent
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
 from scenarios.claims import DivergedAt
 from scenarios.explanation import Explanation, say
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 N_FEATURES, N_CLASSES, CLUSTERS_PER_CLASS = 16, 10, 3
@@ -163,18 +162,18 @@ class Distillation(Scenario):
         return Explanation(takeaway, tuple(details[:5]))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, temps, students = Records(frame), temperatures_of(config), arm_names(config)
         colors = arm_colors(students + [TEACHER], self.arm_universe())
         curves = functools.partial(curves_figure, records, colors, arms=students, x_title="student step", y_title="nats")
-        return {  # the teacher trains first, a third of a run: its curve leads, so the page is live at once
-            "teacher": look.teacher_figure(records, colors),
-            "accuracy_vs_T": look.accuracy_figure(records, temps, colors, config.alpha, config.t_squared, config.student_steps),
-            "loss": curves("loss", title="Objective on the transfer set (what each arm minimises)"),
-            "test_loss": curves("test_loss", title="Test cross-entropy against the true labels"),
-            "kl": curves("kl", arms=students[1:], title="Soft term: KL(softmax(v/T) ‖ softmax(z/T)) on the transfer set"),
-            "test_accuracy": look.as_percent(curves("test_accuracy", title="Student test accuracy during training",
-                                                    y_title="test accuracy")),
-            "soft_targets": look.soft_targets_figure(records, temps, colors, config.example, N_CLASSES),
-            "soft_grad_norm": look.grad_figure(records, temps, colors),
-        }
+        return Figures({  # the teacher trains first, a third of a run: its curve leads, so the page is live at once
+            "teacher": lambda: look.teacher_figure(records, colors),
+            "accuracy_vs_T": lambda: look.accuracy_figure(records, temps, colors, config.alpha, config.t_squared, config.student_steps),
+            "loss": lambda: curves("loss", title="Objective on the transfer set (what each arm minimises)"),
+            "test_loss": lambda: curves("test_loss", title="Test cross-entropy against the true labels"),
+            "kl": lambda: curves("kl", arms=students[1:], title="Soft term: KL(softmax(v/T) ‖ softmax(z/T)) on the transfer set"),
+            "test_accuracy": lambda: look.as_percent(curves("test_accuracy", title="Student test accuracy during training",
+                                                            y_title="test accuracy")),
+            "soft_targets": lambda: look.soft_targets_figure(records, temps, colors, config.example, N_CLASSES),
+            "soft_grad_norm": lambda: look.grad_figure(records, temps, colors),
+        })

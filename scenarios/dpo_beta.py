@@ -14,6 +14,7 @@ Look at the frontier (reward vs KL): each β walks from π_ref (KL 0) toward its
 exact optimal curve. Then the log-probabilities: at small β chosen and rejected can both fall —
 DPO only needs their *gap* to grow, and the mass goes to completions the dataset never showed.
 """
+from functools import partial
 from typing import Literal
 
 import pandas as pd
@@ -25,7 +26,7 @@ from scenarios._dpo_beta_claims import explanation, finished
 from scenarios._dpo_beta_figures import LOG2, arm_of, beta_label, optimum_arm
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curve
@@ -158,18 +159,21 @@ class DpoBeta(Scenario):
         return explanation(Records(frame), levels_of(config), betas_of(config), lasts)
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, levels, betas = Records(frame), levels_of(config), betas_of(config)
         colors = self.beta_colors(betas)
-        figures = {f"frontier_{level}": look.frontier_figure(records, level, betas, colors) for level in levels}
+        figures = {f"frontier_{level}": partial(look.frontier_figure, records, level, betas, colors) for level in levels}
         if "tabular" in levels:
-            figures["policy_vs_optimum"] = look.policy_figure(records, betas, colors)
+            figures["policy_vs_optimum"] = partial(look.policy_figure, records, betas, colors)
         for level in levels:
-            figures[f"logps_{level}"] = look.logps_figure(records, level, betas, colors)
-            figures[f"margins_{level}"] = look.margins_figure(records, level, betas, colors, steps_of(config, level) - 1)
-        arms = [arm_of(level, b) for level in levels for b in betas]
-        loss = curves_figure(records, {arm_of(level, b): colors[beta_label(b)] for level in levels for b in betas},
-                             "loss", arms=arms, chance=LOG2, chance_label="log 2 (π = π_ref)", y_title="loss (nats)",
-                             title="DPO loss" + (" (tabular solid, sequence dotted)" if len(levels) > 1 else ""))
-        figures["loss"] = loss.for_each_trace(lambda t: t.update(line_dash="dot") if t.name.startswith("sequence") else None)
-        return figures
+            figures[f"logps_{level}"] = partial(look.logps_figure, records, level, betas, colors)
+            figures[f"margins_{level}"] = partial(look.margins_figure, records, level, betas, colors,
+                                                  steps_of(config, level) - 1)
+        def loss() -> go.Figure:
+            arms = [arm_of(level, b) for level in levels for b in betas]
+            figure = curves_figure(records, {arm_of(level, b): colors[beta_label(b)] for level in levels for b in betas},
+                                   "loss", arms=arms, chance=LOG2, chance_label="log 2 (π = π_ref)", y_title="loss (nats)",
+                                   title="DPO loss" + (" (tabular solid, sequence dotted)" if len(levels) > 1 else ""))
+            return figure.for_each_trace(lambda t: t.update(line_dash="dot") if t.name.startswith("sequence") else None)
+        figures["loss"] = loss
+        return Figures(figures)

@@ -22,14 +22,13 @@ final ones (the test set was never used to choose anything).
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _generalization_figures as look
 from scenarios._generalization_figures import BOTH, DECAY, DROPOUT, MAIN_ARMS, NONE, sweep_label
 from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 Sweep = Literal["50,200,1000,5000", "50,100,200,500,1000,2000,5000", "100,1000", "none"]
@@ -142,16 +141,16 @@ class Generalization(Scenario):
         return Explanation(lead, tuple(sentence for sentence in details if sentence is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         points = sweep_of(config)
         colors = arm_colors([*MAIN_ARMS, *points.values()], self.arm_universe())
-        return {
-            "loss": look.loss_figure(records, colors, MAIN_ARMS),
-            "gap": curves_figure(records, colors, "gap", arms=MAIN_ARMS, log_y=False, y_title="validation − train loss",
-                                 title="Generalization gap"),
-            "gap_vs_n": look.gap_vs_n_figure(records, colors, points),
-            "early_stopping": look.early_stopping_figure(records, MAIN_ARMS),
-            "val_accuracy": curves_figure(records, colors, "val_accuracy", arms=MAIN_ARMS, log_y=False,
-                                          title="Validation accuracy", y_title="accuracy (eval mode)"),
-        }
+        return Figures({
+            "loss": lambda: look.loss_figure(records, colors, MAIN_ARMS),
+            "gap": lambda: curves_figure(records, colors, "gap", arms=MAIN_ARMS, log_y=False, y_title="validation − train loss",
+                                         title="Generalization gap"),
+            "gap_vs_n": lambda: look.gap_vs_n_figure(records, colors, points),
+            "early_stopping": lambda: look.early_stopping_figure(records, MAIN_ARMS),
+            "val_accuracy": lambda: curves_figure(records, colors, "val_accuracy", arms=MAIN_ARMS, log_y=False,
+                                                  title="Validation accuracy", y_title="accuracy (eval mode)"),
+        })

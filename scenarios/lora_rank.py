@@ -19,7 +19,6 @@ every rank, rsLoRA's α/√r keeps s²·r equal. The scale figure shows peft's s
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from engines.lora_rules import FULL, AlphaRule, arm_name, comparison_ranks, peft_snippet
@@ -28,7 +27,7 @@ from scenarios._lora_rank_figures import (LEFT, alpha, anywhere, cliff, energy, 
                                           steps_to_tenth, subspace, subspace_figure, under)
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors
+from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
 RankSweep = Literal["1,2,4,8,16,32,64", "1,2,4,8", "2,4,8,16", "1,4,16,64", "8,16,32,64"]
@@ -147,12 +146,12 @@ class LoraRankSweep(Scenario):
         return Explanation(takeaway, tuple(d for d in details if d is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, ranks, targets = Records(frame), ranks_of(config), targets_of(config)
         colors = arm_colors(arm_names(config), self.arm_universe())
-        return {"loss": loss_figure(records, colors),
-                "final_loss_vs_rank": final_loss_figure(records, ranks, config.k, colors),
-                "trainable_params": params_figure(records, ranks, targets, config.k, colors),
-                "alpha_scale": scale_figure(records, ranks, config.k, config.alpha_rule, colors),
-                "full_delta_sv": singular_value_figure(records, targets, config.k, colors),
-                "subspace_similarity": subspace_figure(records, ranks, targets, config.k)}
+        return Figures({"loss": lambda: loss_figure(records, colors),
+                        "final_loss_vs_rank": lambda: final_loss_figure(records, ranks, config.k, colors),
+                        "trainable_params": lambda: params_figure(records, ranks, targets, config.k, colors),
+                        "alpha_scale": lambda: scale_figure(records, ranks, config.k, config.alpha_rule, colors),
+                        "full_delta_sv": lambda: singular_value_figure(records, targets, config.k, colors),
+                        "subspace_similarity": lambda: subspace_figure(records, ranks, targets, config.k)})

@@ -24,14 +24,13 @@ float rounding), and the resumed curve lying inside the uninterrupted one.
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _memory_tricks_figures as look
 from scenarios._memory_tricks_figures import ACCUMULATION, CHECKPOINTING, RESUMED, UNINTERRUPTED
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors
+from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
 Dropped = Literal["optimizer state", "scheduler state", "RNG state"]
@@ -142,16 +141,16 @@ class MemoryTricks(Scenario):
         return Explanation(takeaway, tuple(d for d in details if d is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms = Records(frame), arm_names(config)
         colors = arm_colors(arms, self.arm_universe())
-        return {
-            "resume_loss": look.resume_figure(records, colors, arms, "loss", "Training loss: uninterrupted and resumed runs", "cross-entropy (nats)", log_y=False),
-            "resume_gap": look.gap_figure(records, colors, arms),
-            "checkpoint_contents": look.contents_figure(records, RESUMED),
-            "checkpoint_memory": look.memory_figure(records, config.layers),
-            "checkpoint_time": look.time_figure(records),
-            "accumulation": look.accumulation_figure(records),
-            "resume_lr": look.resume_figure(records, colors, arms, "lr", "Learning rate per step (cosine decay)",
-                                            "learning rate", log_y=False),
-        }
+        return Figures({
+            "resume_loss": lambda: look.resume_figure(records, colors, arms, "loss", "Training loss: uninterrupted and resumed runs", "cross-entropy (nats)", log_y=False),
+            "resume_gap": lambda: look.gap_figure(records, colors, arms),
+            "checkpoint_contents": lambda: look.contents_figure(records, RESUMED),
+            "checkpoint_memory": lambda: look.memory_figure(records, config.layers),
+            "checkpoint_time": lambda: look.time_figure(records),
+            "accumulation": lambda: look.accumulation_figure(records),
+            "resume_lr": lambda: look.resume_figure(records, colors, arms, "lr", "Learning rate per step (cosine decay)",
+                                                    "learning rate", log_y=False),
+        })

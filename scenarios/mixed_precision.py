@@ -22,14 +22,13 @@ sweeps of the formats themselves.
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _mixed_precision_figures as look
 from scenarios._mixed_precision_figures import ROUNDING, SUM, UNDERFLOW, share_claim
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 FP32, BF16, FP16, SCALED = "fp32", "bf16 autocast", "fp16 autocast, no loss scaling", "fp16 autocast + GradScaler"
@@ -145,23 +144,23 @@ class MixedPrecision(Scenario):
         return Explanation(join(*parts), tuple(d for d in details if d is not None)[:5])
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms = Records(frame), arm_names(config)
         colors = arm_colors(arms, self.arm_universe())
         curves = dict(arms=arms, log_y=False)
         scaled = [SCALED] + ([arms[-1]] if config.pure_dtype == "fp16" else [])
-        return {
-            "loss": look.nested(curves_figure(records, colors, "test_loss", title="Held-out loss (512 fixed examples)",
-                                              y_title="cross-entropy (nats)", **curves), arms),
-            "grad_underflow": look.as_share(curves_figure(records, colors, "grad_zero_frac", **curves,
-                                                          title="Weight-gradient entries that are exactly 0",
-                                                          y_title="share of entries")),
-            "lost_updates": look.lost_figure(records, colors, arms, {SCALED: "fp16", BF16: "bf16"}),
-            "loss_scale": curves_figure(records, colors, "loss_scale", arms=scaled, log_y=True,
-                                        title="GradScaler's scale S: ×2 when clean, ×½ on inf",
-                                        y_title="S"),
-            "grad_histogram": look.histogram_figure(records, FP32, INITIAL_SCALE),
-            "underflow": look.underflow_figure(records),
-            "rounding": look.rounding_figure(records),
-            "accumulation": look.sum_figure(records),
-        }
+        return Figures({
+            "loss": lambda: look.nested(curves_figure(records, colors, "test_loss", title="Held-out loss (512 fixed examples)",
+                                                      y_title="cross-entropy (nats)", **curves), arms),
+            "grad_underflow": lambda: look.as_share(curves_figure(records, colors, "grad_zero_frac", **curves,
+                                                                  title="Weight-gradient entries that are exactly 0",
+                                                                  y_title="share of entries")),
+            "lost_updates": lambda: look.lost_figure(records, colors, arms, {SCALED: "fp16", BF16: "bf16"}),
+            "loss_scale": lambda: curves_figure(records, colors, "loss_scale", arms=scaled, log_y=True,
+                                                title="GradScaler's scale S: ×2 when clean, ×½ on inf",
+                                                y_title="S"),
+            "grad_histogram": lambda: look.histogram_figure(records, FP32, INITIAL_SCALE),
+            "underflow": lambda: look.underflow_figure(records),
+            "rounding": lambda: look.rounding_figure(records),
+            "accumulation": lambda: look.sum_figure(records),
+        })

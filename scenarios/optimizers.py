@@ -22,14 +22,13 @@ import math
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _optimizers_figures as look
 from scenarios._optimizers_figures import IDLE_ARMS, NET_ARMS, OPTIMIZERS, SURFACE_ARMS, optimizer_of
 from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 LOG = {"scale": "log"}
@@ -146,19 +145,19 @@ class Optimizers(Scenario):
         return Explanation(takeaway, tuple(details))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         colors = self.colors(self.arm_universe())
         surface, net, idle = list(SURFACE_ARMS), list(NET_ARMS), list(IDLE_ARMS)
-        return {
-            "trajectories": look.trajectories_figure(records, colors, surface, config.surface, config.kappa),
-            "surface_loss": curves_figure(records, colors, "loss", arms=surface, log_y=True, title="Loss on the surface",
-                                          y_title="f(x, y)"),
-            "weight_decay": look.decay_figure(records, colors, idle),
-            "net_loss": curves_figure(records, colors, "loss", arms=net, title="MLP training loss (batch of 64)",
-                                      y_title="cross-entropy (nats)", chance=math.log(4), chance_label="chance: ln 4"),
-            "update_ratio": curves_figure(look.mean_over_layers(records, net), colors, "update_ratio", arms=net, log_y=True,
-                                          title="MLP: update-to-weight ratio per step (mean over layers)",
-                                          y_title="‖ΔW‖/‖W‖"),
-            "update_profile": look.update_profile_figure(records, colors, net),
-        }
+        return Figures({
+            "trajectories": lambda: look.trajectories_figure(records, colors, surface, config.surface, config.kappa),
+            "surface_loss": lambda: curves_figure(records, colors, "loss", arms=surface, log_y=True, title="Loss on the surface",
+                                                  y_title="f(x, y)"),
+            "weight_decay": lambda: look.decay_figure(records, colors, idle),
+            "net_loss": lambda: curves_figure(records, colors, "loss", arms=net, title="MLP training loss (batch of 64)",
+                                              y_title="cross-entropy (nats)", chance=math.log(4), chance_label="chance: ln 4"),
+            "update_ratio": lambda: curves_figure(look.mean_over_layers(records, net), colors, "update_ratio", arms=net, log_y=True,
+                                                  title="MLP: update-to-weight ratio per step (mean over layers)",
+                                                  y_title="‖ΔW‖/‖W‖"),
+            "update_profile": lambda: look.update_profile_figure(records, colors, net),
+        })

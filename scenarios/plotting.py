@@ -14,7 +14,7 @@ import colorsys
 import math
 import threading
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -93,6 +93,40 @@ def arm_colors(labels: Iterable[str], universe: Sequence[str] = ()) -> dict[str,
         taken.add(slot)
         colors[label] = palette_color(slot)
     return {label: colors[label] for label in dict.fromkeys(labels)}
+
+
+# --- figures, built when asked for ---------------------------------------------------------------
+class Figures(Mapping[str, go.Figure]):
+    """A scenario's figures by name, each built the first time it is asked for (then kept).
+
+    `figures(frame, config)` returns one: its names and their order are known at once, and a
+    figure costs only when someone reads it. The page's live view reads the two to four charts in
+    view of a page of five to ten (explorer/live.py); the final view, the exports and the tests
+    read them all, as from a dict. A value is a function that builds the figure, or a figure.
+    """
+
+    def __init__(self, builders: Mapping[str, Callable[[], go.Figure] | go.Figure]):
+        self._builders = dict(builders)
+        self._built: dict[str, go.Figure] = {}
+
+    def __getitem__(self, name: str) -> go.Figure:
+        if name not in self._built:
+            builder = self._builders[name]  # KeyError for a name it does not have, as a dict
+            self._built[name] = builder() if callable(builder) else builder
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._builders
+
+    def built(self) -> list[str]:
+        """The names built so far, in the figures' order."""
+        return [name for name in self._builders if name in self._built]
 
 
 # --- layout --------------------------------------------------------------------------------

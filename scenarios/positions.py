@@ -24,14 +24,13 @@ on one curve of m − n, and the permutation test (rounding only, without positi
 import math
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _positions_figures as look
 from scenarios._positions_figures import LENGTH_PREFIX, ORDER_FREE, ROTATION, SCHEMES
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 D_MODEL, VOCAB = 24, 16  # engines/positions.py; every head count 1-4 leaves an even d_head for RoPE
@@ -122,20 +121,20 @@ class Positions(Scenario):
         return Explanation(sentences[0], tuple(sentences[1:]))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, arms = Records(frame), list(SCHEMES)
         colors = arm_colors([*arms, ORDER_FREE, ROTATION], self.arm_universe())
         guess = records.first(ORDER_FREE, f"{LENGTH_PREFIX}{config.train_length:02d}")
         chance = dict(chance=guess, chance_label=f"order-free guess {guess:.1%}") if guess is not None else {}
-        return {
-            "length_generalization": look.length_figure(records, colors, config.train_length),
-            "loss": curves_figure(records, colors, "loss", arms=arms, title="Training loss", log_y=False,
-                                  y_title="cross-entropy per target (nats)", chance=math.log(VOCAB),
-                                  chance_label=f"uniform guess ln {VOCAB}"),
-            "eval_accuracy": curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False,
-                                           title=f"Held-out accuracy at the trained length {config.train_length}",
-                                           y_title="share of targets right", **chance),
-            "attention_maps": look.maps_figure(records, arms, config.map_head),
-            "rope_rotation": look.rope_figure(records, colors),
-            "permutation": look.permutation_figure(records, colors, arms),
-        }
+        return Figures({
+            "length_generalization": lambda: look.length_figure(records, colors, config.train_length),
+            "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss", log_y=False,
+                                          y_title="cross-entropy per target (nats)", chance=math.log(VOCAB),
+                                          chance_label=f"uniform guess ln {VOCAB}"),
+            "eval_accuracy": lambda: curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False,
+                                                   title=f"Held-out accuracy at the trained length {config.train_length}",
+                                                   y_title="share of targets right", **chance),
+            "attention_maps": lambda: look.maps_figure(records, arms, config.map_head),
+            "rope_rotation": lambda: look.rope_figure(records, colors),
+            "permutation": lambda: look.permutation_figure(records, colors, arms),
+        })

@@ -20,7 +20,6 @@ zero-point, MSE/SQNR vs Δ²/12, and the share of weights the STE's gradient rea
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios._quantization_claims import ACC, explanation, summary
@@ -28,7 +27,7 @@ from scenarios._quantization_figures import (CHANNEL, TENSOR, histogram_figure, 
                                              ranges_figure, scale_figure, ste_figure, training_figure, vs_bits_figure)
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
 from scenarios.explanation import Explanation
-from scenarios.plotting import arm_colors
+from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
 N_FEATURES, N_CLASSES, CLUSTERS_PER_CLASS, CLUSTER_STD, BATCH = 4, 10, 3, 0.25, 256
@@ -159,22 +158,22 @@ class Quantization(Scenario):
         return explanation(Records(frame), [ptq_arm(n) for n in ptq_arms_of(config)], qat, ptq_arm(config.qat_scheme),
                            QAT_BIT_SETS[config.qat_bits], config.inspect_bits, N_CLASSES)
 
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, colors = Records(frame), arm_colors(arms_of(config) + [TENSOR, CHANNEL], self.arm_universe())
         ptq = [ptq_arm(name) for name in ptq_arms_of(config)]
         qat = [qat_arm(config)] if QAT_BIT_SETS[config.qat_bits] else []
-        return {  # the float model trains first, most of a run: its curve leads, so the page is live at once
-            "float_training": training_figure(records, colors),
-            "accuracy_vs_bits": vs_bits_figure(records, colors, ptq + qat, ACC, config.activation_bits, N_CLASSES),
-            "channel_ranges": ranges_figure(records, colors, config.inspect_bits),
-            "weight_histogram": histogram_figure(records, colors, config.inspect_layer, config.inspect_bits),
-            "scale_zero_point": scale_figure(records, colors, ptq, config.inspect_layer),
-            "qat_vs_ptq": qat_figure(records, colors, config.qat_scheme, ptq_arm(config.qat_scheme), qat_arm(config),
-                                     QAT_BIT_SETS[config.qat_bits]),
-            "straight_through": ste_figure(records, colors, qat_arm(config), QAT_BIT_SETS[config.qat_bits]),
-            "weight_mse": per_layer_figure(records, colors, ptq, "weight_mse", "weight_mse_theory",
-                                           "Weight MSE per layer vs bits (dashed: Δ²/12)", "MSE (log scale)"),
-            "weight_sqnr": per_layer_figure(records, colors, ptq, "weight_sqnr_db", "weight_sqnr_theory_db",
-                                            "Weight SQNR per layer vs bits (dashed: 10·log10(P/(Δ²/12)))", "SQNR (dB)"),
-            "loss_vs_bits": vs_bits_figure(records, colors, ptq + qat, "test/loss", config.activation_bits, N_CLASSES),
-        }
+        return Figures({  # the float model trains first, most of a run: its curve leads, so the page is live at once
+            "float_training": lambda: training_figure(records, colors),
+            "accuracy_vs_bits": lambda: vs_bits_figure(records, colors, ptq + qat, ACC, config.activation_bits, N_CLASSES),
+            "channel_ranges": lambda: ranges_figure(records, colors, config.inspect_bits),
+            "weight_histogram": lambda: histogram_figure(records, colors, config.inspect_layer, config.inspect_bits),
+            "scale_zero_point": lambda: scale_figure(records, colors, ptq, config.inspect_layer),
+            "qat_vs_ptq": lambda: qat_figure(records, colors, config.qat_scheme, ptq_arm(config.qat_scheme), qat_arm(config),
+                                             QAT_BIT_SETS[config.qat_bits]),
+            "straight_through": lambda: ste_figure(records, colors, qat_arm(config), QAT_BIT_SETS[config.qat_bits]),
+            "weight_mse": lambda: per_layer_figure(records, colors, ptq, "weight_mse", "weight_mse_theory",
+                                                   "Weight MSE per layer vs bits (dashed: Δ²/12)", "MSE (log scale)"),
+            "weight_sqnr": lambda: per_layer_figure(records, colors, ptq, "weight_sqnr_db", "weight_sqnr_theory_db",
+                                                    "Weight SQNR per layer vs bits (dashed: 10·log10(P/(Δ²/12)))", "SQNR (dB)"),
+            "loss_vs_bits": lambda: vs_bits_figure(records, colors, ptq + qat, "test/loss", config.activation_bits, N_CLASSES),
+        })

@@ -20,13 +20,13 @@ falls (reward over-optimization, Gao et al. 2022); last, PPO's clip fraction and
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios import _rlhf_ppo_figures as look
 from scenarios._rlhf_ppo_claims import explanation, headline
 from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation
+from scenarios.plotting import Figures
 from scenarios.records import Records
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curves
@@ -151,13 +151,14 @@ class RlhfPpo(Scenario):
         return explanation(Records(frame), config.beta, config.clip)
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         colors = look.colors(self.arm_universe())
-        figures = {"reward_model_fit": look.fit_figure(records, colors), "calibration": look.calibration_figure(records),
-                   "frontier": look.frontier_figure(records, colors, config.beta),
-                   "over_optimization": look.rewards_figure(records, colors),
-                   "ppo_diagnostics": look.diagnostics_figure(records, colors, config.clip)}
+        figures = {"reward_model_fit": lambda: look.fit_figure(records, colors),
+                   "calibration": lambda: look.calibration_figure(records),
+                   "frontier": lambda: look.frontier_figure(records, colors, config.beta),
+                   "over_optimization": lambda: look.rewards_figure(records, colors),
+                   "ppo_diagnostics": lambda: look.diagnostics_figure(records, colors, config.clip)}
         if config.level == "tabular":
-            figures["policy_vs_optimum"] = look.policy_figure(records, colors, config.beta)
-        return figures
+            figures["policy_vs_optimum"] = lambda: look.policy_figure(records, colors, config.beta)
+        return Figures(figures)

@@ -15,13 +15,12 @@ import math
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios._vanishing_figures import FORMULA, arm_seconds, first_over_last, gradient_claims, heatmap_figure, per_layer_factor
 from scenarios.base import Arm, Estimate, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.plotting import arm_colors, curves_figure, profile_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure, profile_figure
 from scenarios.records import Records
 
 N_FEATURES, N_CLASSES, BATCH = 32, 2, 256
@@ -161,18 +160,18 @@ class VanishingGradients(Scenario):
                    if (claims := gradient_claims(records, arm, config.depth))]
         return Explanation(takeaway, tuple(details))
 
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         arms = records.arms() or list(arms_of(config))
         colors = arm_colors(arms, self.arm_universe())
-        return {
-            "loss": curves_figure(records, colors, "loss", title="Training loss", y_title="cross-entropy loss (nats)",
-                                  chance=CHANCE, chance_label="chance (ln 2)"),
-            "grad_heatmap": heatmap_figure(records, arms),
-            "grad_profile": profile_figure(records, colors, "grad_norm", title="Weight-gradient norm by layer",
-                                           y_title="‖∂L/∂W‖"),
-            "backprop_profile": profile_figure(records, colors, "out_grad", y_title="‖∂L/∂a‖",
-                                               title="Back-propagated gradient by layer (at each layer's output)"),
-            "activation_std": profile_figure(records, colors, "act_std", title="Activation std by layer",
-                                             y_title="std of layer output"),
-        }
+        return Figures({
+            "loss": lambda: curves_figure(records, colors, "loss", title="Training loss", y_title="cross-entropy loss (nats)",
+                                          chance=CHANCE, chance_label="chance (ln 2)"),
+            "grad_heatmap": lambda: heatmap_figure(records, arms),
+            "grad_profile": lambda: profile_figure(records, colors, "grad_norm", title="Weight-gradient norm by layer",
+                                                   y_title="‖∂L/∂W‖"),
+            "backprop_profile": lambda: profile_figure(records, colors, "out_grad", y_title="‖∂L/∂a‖",
+                                                       title="Back-propagated gradient by layer (at each layer's output)"),
+            "activation_std": lambda: profile_figure(records, colors, "act_std", title="Activation std by layer",
+                                                     y_title="std of layer output"),
+        })

@@ -29,7 +29,6 @@ import math
 from typing import Literal
 
 import pandas as pd
-import plotly.graph_objects as go
 from pydantic import Field
 
 from scenarios._warmup_figures import (block_gradient_sentence, fate, figures_of, first_update, first_update_sentence,
@@ -37,7 +36,7 @@ from scenarios._warmup_figures import (block_gradient_sentence, fate, figures_of
 from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
 from scenarios.claims import AT_CHANCE
 from scenarios.explanation import Explanation, join, say
-from scenarios.plotting import arm_colors
+from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
 VOCAB, LENGTH = 8, 8
@@ -169,7 +168,7 @@ class Warmup(Scenario):
         return Explanation(takeaway, tuple(sentence for sentence in details if sentence is not None))
 
     # --- figures ----------------------------------------------------------------------
-    def figures(self, frame: pd.DataFrame, config: Config) -> dict[str, go.Figure]:
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records = Records(frame)
         arms = records.arms() or list(arms_of(config))
         return figures_of(records, arm_colors(arms, self.arm_universe()), arms, CHANCE_LOSS, VOCAB)

@@ -10,6 +10,7 @@ import pytest
 from scenarios import all_scenarios, get_scenario, register
 from scenarios.base import COLUMNS, ConfigError
 from scenarios.explanation import Explanation
+from scenarios.plotting import Figures
 from scenarios.records import Records
 from tests.tiny_runs import tiny_result
 
@@ -70,6 +71,16 @@ def test_every_figure_builds_from_partial_and_empty_frames(scenario) -> None:
         records = Records(frame)
         wrong = [str(claim) for claim in explanation.claims() if not claim.holds(records)]
         assert not wrong, f"{scenario.id}: claims the records do not show: {wrong}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
+def test_figures_are_built_one_by_one_when_read(scenario) -> None:
+    """The live view reads only the charts in view: naming the figures builds none, reading one builds that one."""
+    figures = scenario.figures(tiny_result(scenario.id).frame, scenario.validate(scenario.tiny))
+    assert isinstance(figures, Figures) and len(figures) >= 2 and figures.built() == [], figures.built()
+    last = list(figures)[-1]
+    assert isinstance(figures[last], go.Figure) and figures[last] is figures[last]
+    assert figures.built() == [last], f"reading {last} built {figures.built()}"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
