@@ -8,8 +8,9 @@ each chart in a task of its own (so one redraw never blocks the page for long), 
 when its figure changed (the payload carries a version: a hash of the figure), and only
 while it is on screen or near it: a chart far below is drawn with its newest figure when it is
 scrolled to (at Run, at each live update and when a stored run is shown, a page of seven
-charts draws the two to four in view). Before a figure leaves the server its traces are
-thinned to what a screen can show.
+charts draws the two to four in view). While a run goes on the server builds only those too
+(explorer/live.py): a chart not built yet is a placeholder of its height until it is. Before a
+figure leaves the server its traces are thinned to what a screen can show.
 
 plotly.js itself is the one the Python plotly package ships (the exports' HTML uses the
 same), served once per browser from the package's folder through Streamlit's
@@ -134,6 +135,7 @@ function warmUp(Plotly, parentElement) {
 function update(chart, parentElement, data, plotly) {
   chart.style.height = data.height + "px";
   chart.setAttribute("data-name", data.name);
+  if (!data.figure) return;  // a placeholder: the server builds this chart once it is in view
   if (chart.dataset.version === data.version) return;
   chart.dataset.version = data.version;
   Object.assign(chart, {__latest: data, __parent: parentElement, __plotly: plotly});
@@ -142,7 +144,7 @@ function update(chart, parentElement, data, plotly) {
 
 export default function (component) {
   const { data, parentElement } = component;
-  if (!data.figure) {  // the preload: fetch plotly.js while the page is read, not after Run
+  if (!data.key) {  // the preload: fetch plotly.js while the page is read, not after Run
     plotlyFrom(data.plotly).then((Plotly) => warmUp(Plotly, parentElement));
     return;
   }
@@ -158,6 +160,7 @@ export default function (component) {
   const charts = window.__explorerCharts = window.__explorerCharts || {};
   const updater = (newer) => update(chart, parentElement, newer, data.plotly);
   updater.element = chart;  // a chart of a page left since is no longer connected
+  updater.near = () => near(chart);  // the live status line reports which charts are in view: only those are built
   charts[data.key] = updater;
   update(chart, parentElement, data, data.plotly);
 }
@@ -180,6 +183,11 @@ def payload(name: str, figure: go.Figure) -> dict:
     text = json.dumps(spec, cls=PlotlyJSONEncoder)
     return {"name": name, "figure": text, "height": height, "version": hashlib.sha1(text.encode()).hexdigest()[:16],
             "points": max((_points(trace) for trace in spec["data"]), default=0)}
+
+
+def placeholder(name: str, height: int) -> dict:
+    """A chart not built yet (out of view while a run goes on): its place on the page, at its height."""
+    return {"name": name, "figure": "", "height": height, "version": "pending", "points": 0, "pending": True}
 
 
 def shows_data(chart: dict) -> bool:

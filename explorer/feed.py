@@ -36,6 +36,7 @@ MAX_WAIT_S = 2.0    # the longest a poll may ask to be held
 MAX_DRAWN_MS = 10_000.0  # the most browser drawing time one poll may report
 PAGE_DRAW_S = 10.0  # the longest a page run's own drawing holds the feed's building back
 END_CHECK_S = 0.02  # how often a held poll looks whether the run has ended
+MAX_CHARTS = 64     # the most chart keys a poll may name as in view
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Feed:
     # Registered by a page run that is drawing the charts itself: until it hands over what it built
     # (`adopt`), a poll builds nothing (a second build beside the page's took the CPU from both).
     page_drawing_since: float | None = field(default_factory=time.monotonic)
+    laid_out: set[str] | None = None   # the charts the page drew full width (a placeholder's width is a guess)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -94,6 +96,7 @@ def adopt(token: str, state_key: str, drawn) -> None:
         feed.page_drawing_since = None
         if drawn is not None:
             feed.state[state_key] = drawn
+            feed.laid_out = set(drawn.full_width)
             feed.sent = {name: chart["version"] for name, chart in drawn.charts.items()}
 
 
@@ -111,17 +114,21 @@ def _prune() -> None:
         del _feeds[next(iter(_feeds))]
 
 
-def answer(feed: Feed) -> dict[str, Any]:
+def answer(feed: Feed, near: list[str] | None = None) -> dict[str, Any]:
     """The feed's next message: the status line, warnings, every chart's name, and the payload of
-    each chart whose figure changed since the last message."""
+    each chart whose figure changed since the last message. `near`: the keys of the page's charts
+    in view (None: the page shows none of them yet); only those are built. `relayout`: a chart
+    built since the page drew it takes another width (it was a placeholder), so the page redraws."""
     from explorer.live import built, live_state
     with feed.lock:
         feed.polled_at = time.monotonic()
         message = live_state(feed.handle)
-        drawn = built(feed.scenario, feed.handle, feed.overlays, feed.band, feed.lines, feed.state) \
+        names = None if near is None else [key.removeprefix(chart_key(feed.chart_prefix, "")) for key in near]
+        drawn = built(feed.scenario, feed.handle, feed.overlays, feed.band, feed.lines, feed.state, names) \
             if message["running"] and not page_drawing(feed) else None
         charts = drawn.charts if drawn is not None else {}
         message["names"] = [chart_key(feed.chart_prefix, name) for name in charts]
+        message["relayout"] = drawn is not None and feed.laid_out is not None and drawn.full_width != feed.laid_out
         message["charts"] = {}
         for name, payload in charts.items():
             if feed.sent.get(name) != payload["version"]:
@@ -149,7 +156,8 @@ async def endpoint(request: Request) -> JSONResponse:
     """`?wait=S`: answer after S seconds, or as soon as the run ends (so the page learns of the end
     at once, not at its next tick) or new records could fill charts still empty. `&drawn_ms=B`: the
     page's charts took B ms to draw since its last poll; the next rebuild waits for that too
-    (explorer/live.py `charge_drawing`). The answer is built in a worker thread: a rebuild never
+    (explorer/live.py `charge_drawing`). `&near=K1,K2`: the keys of the page's charts in view (absent
+    while the page shows none of the feed's charts); only those are rebuilt. The answer is built in a worker thread: a rebuild never
     blocks the event loop."""
     feed = get(request.path_params["token"])
     if feed is None:
@@ -163,7 +171,9 @@ async def endpoint(request: Request) -> JSONResponse:
     deadline = time.monotonic() + wait_s
     while feed.handle.running and time.monotonic() < deadline and not filling(feed):
         await asyncio.sleep(END_CHECK_S)
-    return JSONResponse(await run_in_threadpool(answer, feed), headers={"Cache-Control": "no-store"})
+    near = request.query_params.get("near")
+    keys = None if near is None else [key for key in near.split(",") if key][:MAX_CHARTS]
+    return JSONResponse(await run_in_threadpool(answer, feed, keys), headers={"Cache-Control": "no-store"})
 
 
 def _seconds(text: str | None, most: float) -> float:

@@ -8,12 +8,14 @@ with the raw line kept faint behind. The exports and metrics.csv are built from 
 view, so the raw values stay in them.
 """
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from scenarios.plotting import log_ticks
+from scenarios.plotting import Figures, log_ticks
 
 SCALES = ("auto", "linear", "log")
 RAW_OPACITY = 0.25
@@ -57,11 +59,17 @@ def is_curve(figure: go.Figure) -> bool:
         t.type in ("scatter", "scattergl") for t in figure.data)
 
 
-def apply_lines(figures: dict[str, go.Figure], settings: LineSettings | None) -> dict[str, go.Figure]:
-    """The figures as drawn under the settings: curve figures copied and changed, the rest as they are."""
+def apply_lines(figures: Mapping[str, go.Figure], settings: LineSettings | None) -> Mapping[str, go.Figure]:
+    """The figures as drawn under the settings: curve figures copied and changed, the rest as they are
+    (each when it is read, as `figures` builds its own: scenarios/plotting.py `Figures`)."""
     if settings is None or not settings.changes:
         return figures
-    return {name: _changed(figure, settings) if is_curve(figure) else figure for name, figure in figures.items()}
+    return Figures({name: partial(_lined, figures, name, settings) for name in figures})
+
+
+def _lined(figures: Mapping[str, go.Figure], name: str, settings: LineSettings) -> go.Figure:
+    figure = figures[name]
+    return _changed(figure, settings) if is_curve(figure) else figure
 
 
 def _changed(figure: go.Figure, settings: LineSettings) -> go.Figure:

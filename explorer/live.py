@@ -10,25 +10,31 @@ the next no sooner than (c + b) / `VIEW_CPU_SHARE`, so the view takes at most th
 core from training, once every chart shows something (until then, for 0.4 s of
 CPU at most, they are rebuilt at the fastest rate: the first curves are not kept waiting; while
 no chart shows anything, at `BLANK_CPU_SHARE`); a poll whose inputs did not change rebuilds nothing.
+A rebuild builds only the charts in view (the status component reports them with each poll; a
+scenario's figures are built one by one when read, scenarios/plotting.py `Figures`): a page of
+seven charts shows two to four, so a rebuild costs a half to a quarter of building them all, and
+comes that much sooner within the same share. A chart never in view waits as a placeholder of its
+size and is built when scrolled to; the final view builds every chart.
 When the run ends (or its first figures appear) the component asks for one rerun, and the
 page draws the final view: the status line, "what to look for" and the charts, each chart
 in the element it had.
 """
 import dataclasses
-import datetime
 import time
-from collections.abc import MutableMapping
+from collections.abc import Collection, MutableMapping
 from dataclasses import dataclass, field
 
 import streamlit as st
 
-from explorer.chart import chart_key, draw, payload, shows_data
+from explorer.chart import chart_key, draw, payload, placeholder, shows_data
 from explorer.compare import Overlay
 from explorer.line_controls import LineSettings, apply_lines
 from explorer.live_status import live_status
+from explorer.look import BASE_HEIGHT_PX
 from explorer.plaintext import plain
 from explorer.runs import RunHandle, Snapshot
 from explorer.seeds import SeedGroup
+from explorer.status_words import status_line
 from explorer.view import build_view
 from scenarios.base import Scenario
 from scenarios.plotting import is_full_width
@@ -39,6 +45,7 @@ MIN_REBUILD_S = 0.5      # never rebuild the charts more often than this
 FIRST_COST_S = 0.1       # a page's first rebuild is assumed to cost this much
 BLANK_CPU_SHARE = 0.25   # the share of a core rebuilds may take while no chart shows anything yet
 QUICK_CPU_S = 0.4        # the most server CPU the rebuilds at the fastest rate may take, while charts are still empty
+FIRST_CHARTS = 4         # the charts built while the page has shown none yet: the two rows Run brings into view
 STORED_DRAWN = 16        # built views of stored runs a session keeps
 
 
@@ -52,6 +59,7 @@ class Drawn:
     charts: dict[str, dict] = field(default_factory=dict)   # name -> chart payload
     full_width: set[str] = field(default_factory=set)
     next_at: float = 0.0
+    built_at: float = 0.0
     cost_s: float = FIRST_COST_S
     quick_left: float = QUICK_CPU_S   # CPU seconds left for rebuilds at the fastest rate; 0 once every chart shows something
 
@@ -163,9 +171,12 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
 
 
 def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines: LineSettings | None,
-          state: MutableMapping) -> Drawn | None:
+          state: MutableMapping, near: Collection[str] | None = None) -> Drawn | None:
     """The built view, rebuilt when its inputs changed and the budget allows (see the module doc).
-    `state` keeps what was built: the session's state for the page, a feed's own for the feed."""
+    `state` keeps what was built: the session's state for the page, a feed's own for the feed.
+    While the run goes on only the charts `near` the screen are built (the status component reports
+    them; None: those built before, or the first `FIRST_CHARTS`); the others keep what they showed,
+    or wait as a placeholder of their size. The final view builds every chart."""
     state_key = drawn_key(scenario.id)
     drawn: Drawn = state.get(state_key) or Drawn()
     running = handle.running
@@ -173,7 +184,9 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
                  lines)
     now = time.monotonic()
     fresh = not drawn.signature or drawn.signature[0] != id(handle)
-    if signature == drawn.signature or (running and not fresh and now < drawn.next_at):
+    scrolled_to = running and not fresh and near is not None and now >= drawn.built_at + MIN_REBUILD_S and any(
+        drawn.charts.get(name, {}).get("pending") for name in near)  # a placeholder came into view: build it now
+    if not scrolled_to and (signature == drawn.signature or (running and not fresh and now < drawn.next_at)):
         return drawn
     snap = handle.snapshot()
     if snap.status == "refused":
@@ -191,27 +204,37 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         drawn = Drawn(signature)
         state[state_key] = drawn
         return drawn
+    shapes = state.setdefault(f"shapes:{scenario.id}", {})  # name -> (full width, height) when last built
     try:
         view = build_view(scenario, handle, overlays, band)
+        figures = apply_lines(view.figures, lines)
+        chosen = set(figures) if not running else chosen_charts(list(figures), near, None if fresh else drawn)
+        charts = {}
+        for name in figures:
+            if name in chosen:
+                charts[name] = payload(name, figures[name])
+                shapes[name] = (is_full_width(figures[name]), charts[name]["height"])
+            else:
+                charts[name] = drawn.charts[name] if not fresh and name in drawn.charts else \
+                    placeholder(name, shapes.get(name, (False, BASE_HEIGHT_PX))[1])
         qualifiers = [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else []
         markdown = "" if snap.running else (  # read from the whole run: not drawn while it goes on
             "**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
             + scenario.explain(view.base, handle.config).markdown())
-        charts = {name: payload(name, figure) for name, figure in apply_lines(view.figures, lines).items()}
     except Exception as error:  # figures that cannot draw these records must not take the page down
         drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
         state[state_key] = drawn
         return drawn
     cost = time.thread_time() - started
     # The first records are often what few charts draw yet (a probe before training, one point of a
-    # line): until every chart shows something they are rebuilt as often as `MIN_REBUILD_S` allows,
-    # for `QUICK_CPU_S` of CPU at most, so the first curves come at once and a chart that stays
-    # empty costs no more than that. While none shows anything (a teacher trained first), the
+    # line): until every chart built shows something they are rebuilt as often as `MIN_REBUILD_S`
+    # allows, for `QUICK_CPU_S` of CPU at most, so the first curves come at once and a chart that
+    # stays empty costs no more than that. While none shows anything (a teacher trained first), the
     # rebuilds take `BLANK_CPU_SHARE` of a core at most and leave that CPU alone.
-    showing = sum(map(shows_data, charts.values()))
+    showing = sum(shows_data(charts[name]) for name in chosen)
     left = QUICK_CPU_S if fresh else drawn.quick_left
     budget_s = cost / VIEW_CPU_SHARE
-    if showing == len(charts):
+    if showing == len(chosen):
         quick, every_s = 0.0, budget_s
     elif not showing:
         quick, every_s = left, cost / BLANK_CPU_SHARE if left else budget_s
@@ -219,15 +242,23 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         quick = max(left - cost, 0.0)
         every_s = 0.0 if quick else budget_s
     wait_s = 0.8 * max(MIN_REBUILD_S, every_s)  # 0.8: a tick may come early
-    drawn = Drawn(signature, markdown, list(view.notes), charts,
-                  {name for name, figure in view.figures.items() if is_full_width(figure)},
-                  now + wait_s, cost, quick)
+    drawn = Drawn(signature, markdown, view.notes, charts, {name for name in figures if shapes.get(name, (False,))[0]},
+                  now + wait_s, now, cost, quick)
     state[state_key] = drawn
     if stored_key is not None:
         by_run[stored_key] = drawn
         while len(by_run) > STORED_DRAWN:
             del by_run[next(iter(by_run))]
     return drawn
+
+
+def chosen_charts(names: list[str], near: Collection[str] | None, before: Drawn | None) -> set[str]:
+    """The charts a running view builds: those near the screen; with no word of it, those it built
+    before (the page's own rerun), or the first `FIRST_CHARTS` (the first build, before any is on the page)."""
+    if near is not None:
+        return set(near) & set(names)
+    built_before = {name for name, chart in before.charts.items() if not chart.get("pending")} if before else set()
+    return built_before & set(names) or set(names[:FIRST_CHARTS])
 
 
 def draw_charts(scenario_id: str, drawn: Drawn) -> None:
@@ -249,52 +280,3 @@ def draw_charts(scenario_id: str, drawn: Drawn) -> None:
         if len(pair) == 2:
             flush()
     flush()
-
-
-def steps_per_arm(frame) -> str:
-    """"10 steps" when every arm reached the same step, else "up to 400 steps": arms may count
-    different things (a teacher and its students, a sweep indexed by bit width), or a Stop
-    caught them at different points."""
-    if frame.empty:
-        return "0 steps"
-    last = frame.groupby("arm", sort=False)["step"].max() + 1
-    low, high = int(last.min()), int(last.max())
-    return f"{high} steps" if low == high else f"up to {high} steps"
-
-
-WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
-         "failed": "Failed", "refused": "Not run"}
-
-
-def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:
-    if isinstance(handle, SeedGroup):
-        return group_status_line(snap, handle)
-    steps = snap.steps
-    if snap.running and snap.waiting and not steps:
-        return f"Waiting: {snap.waiting} ({snap.elapsed_s:.1f} s)"
-    if snap.running and snap.waiting:
-        return f"Running… {snap.progress:.0%} — {snap.waiting} ({snap.elapsed_s:.1f} s)"
-    if snap.running:
-        return f"Running… {snap.progress:.0%} (step {steps}, {snap.elapsed_s:.1f} s)"
-    if snap.from_store:
-        when = datetime.datetime.fromtimestamp(snap.created_at).strftime("%Y-%m-%d %H:%M")
-        return (f"Served from the run store: run {snap.run_id} ({snap.status}), trained {when} in "
-                f"{snap.elapsed_s:.1f} s — no retraining")
-    if snap.status == "refused":
-        return "Not run: this machine cannot run these settings"
-    line = f"{WORDS.get(snap.status, snap.status)} after {steps_per_arm(snap.frame)} in {snap.elapsed_s:.1f} s"
-    if snap.status == "stopped" and not snap.run_id:
-        return line + " · not stored"
-    return line + (f" · stored as run {snap.run_id}" if snap.run_id else "")
-
-
-def group_status_line(snap: Snapshot, group: SeedGroup) -> str:
-    snaps = group.snapshots()
-    seeds = f"seeds {group.seeds[0]}–{group.seeds[-1]}"
-    if snap.running:
-        current = f"seed {group.seeds[max(0, len(snaps) - 1)]} ({max(1, len(snaps))} of {len(group.seeds)}, {seeds})"
-        return f"Running… {snap.progress:.0%} — {snap.waiting or current}, {snap.elapsed_s:.1f} s"
-    served = sum(s.from_store for s in snaps)
-    ids = ", ".join(s.run_id for s in snaps if s.run_id)
-    return (f"{WORDS.get(snap.status, snap.status)}: {len(snaps)} of {len(group.seeds)} {seeds} in "
-            f"{snap.elapsed_s:.1f} s ({len(snaps) - served} trained, {served} from the run store) · runs {ids}")

@@ -26,13 +26,19 @@ async function follow(box, feed, tick, rerun) {
     const updater = (window.__explorerCharts || {})[key];
     return updater && updater.element.isConnected ? updater : null;
   };
+  const inView = (names) => {  // the page's charts in view, which the feed builds; none on the page yet: no word
+    const shown = names.filter((key) => drawn(key));
+    return shown.length ? "&near=" + encodeURIComponent(shown.filter((key) => drawn(key).near()).join(",")) : "";
+  };
   let asked = "";
+  let names = [];
   while (box.isConnected && box.dataset.feed === feed) {
     let state = null;
     try {
       const drawnMs = Math.round(window.__explorerDrawMs || 0);  // the charts' drawing since the last poll
       window.__explorerDrawMs = 0;
-      const response = await fetch(feed + "?wait=" + tick / 1000 + "&drawn_ms=" + drawnMs, {cache: "no-store"});
+      const query = "?wait=" + tick / 1000 + "&drawn_ms=" + drawnMs + inView(names);
+      const response = await fetch(feed + query, {cache: "no-store"});
       if (response.status === 404) { rerun("gone"); return; }  // the server lost it (restarted): redraw
       state = await response.json();
     } catch (error) {  // a dropped request: try again a tick later
@@ -45,9 +51,12 @@ async function follow(box, feed, tick, rerun) {
         return;
       }
       paint(box, state);
+      names = state.names;
       for (const chart of Object.values(state.charts)) { (drawn(chart.key) || (() => {}))(chart); }
       const missing = state.names.filter((key) => !drawn(key));
-      if (missing.length && state.names.join() !== asked) { asked = state.names.join(); rerun("charts"); }
+      const layout = state.names.join() + (state.relayout ? " relayout" : "");
+      if (!missing.length && !state.relayout) asked = "";  // the page drew what the feed holds
+      else if (layout !== asked) { asked = layout; rerun("charts"); }
     }
   }
 }

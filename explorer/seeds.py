@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from explorer.runs import RunHandle, Snapshot
 from scenarios.base import COLUMNS, Scenario, ScenarioConfig
+from scenarios.plotting import Figures
 
 MAX_SEED = 2**31 - 1
 BANDS = {"min–max": ("min", "max"), "mean ± std": ("minus_std", "plus_std")}
@@ -133,13 +134,13 @@ def aggregate(frames: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 
 def banded_figures(scenario: Scenario, stats: dict[str, pd.DataFrame], config: ScenarioConfig,
-                   band: str) -> dict[str, go.Figure]:
-    """The scenario's figures of the mean, each line wrapped in its band."""
+                   band: str) -> Figures:
+    """The scenario's figures of the mean, each line wrapped in its band (each built when read)."""
     low_key, high_key = BANDS[band]
     mean = scenario.figures(stats["mean"], config)
     low = scenario.figures(stats[low_key], config)
     high = scenario.figures(stats[high_key], config)
-    return {name: add_bands(fig, low.get(name), high.get(name)) for name, fig in mean.items()}
+    return Figures({name: lambda name=name: add_bands(mean[name], low.get(name), high.get(name)) for name in mean})
 
 
 def add_bands(mean: go.Figure, low: go.Figure | None, high: go.Figure | None) -> go.Figure:

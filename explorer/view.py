@@ -4,7 +4,9 @@ The live view draws a `View`, and the exports write the same `View`, so a downlo
 is the figure on the page: the current run (or the mean over seeds, with bands) plus any
 overlaid stored runs. Every figure still comes from `scenario.figures(frame, config)`.
 """
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -15,14 +17,24 @@ from explorer.overlay import group_current, merge_traces
 from explorer.runs import RunHandle
 from explorer.seeds import SeedGroup, aggregate, banded_figures
 from scenarios.base import Scenario
+from scenarios.plotting import Figures
 
 
 @dataclass(frozen=True)
 class View:
     base: pd.DataFrame                 # this run's records (the mean over seeds for a seed group)
-    figures: dict[str, go.Figure]
+    figures: Mapping[str, go.Figure]   # each built when read, with its overlays, polished (a `Figures`)
     data: pd.DataFrame                 # the rows the figures were drawn from, for metrics.csv
-    notes: list[str] = field(default_factory=list)  # what the figures show beyond one run
+    told: list[str] = field(default_factory=list)     # what the figures show beyond one run
+    missing: list[str] = field(default_factory=list)  # figures read so far that had nothing to overlay
+
+    @property
+    def notes(self) -> list[str]:
+        """What the figures show beyond one run, and which of those read so far show the current run only."""
+        if not self.missing:
+            return list(self.told)
+        return [*self.told, "Figures with nothing to overlay (heatmaps, stacked bars) show the current run only: "
+                + ", ".join(dict.fromkeys(self.missing)) + "."]
 
 
 def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list[Overlay],
@@ -33,30 +45,43 @@ def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list
     config, exactly as its page would draw it alone; its traces are then copied into the
     figure of the same name, renamed "name [what differs]" and drawn as an overlay.
     (Appending its records to the current frame instead would let a figure that reads a
-    metric across all arms mix the two runs into one line.)
+    metric across all arms mix the two runs into one line.) Nothing is built until a figure
+    is read: the live view reads only the charts in view.
     """
     view = _build(scenario, handle, band)
     base_arms = [str(a) for a in view.base["arm"].unique()]
+    theirs = [(overlay, _figures_of(scenario, overlay), [str(a) for a in overlay.frame["arm"].unique()])
+              for overlay in overlays]
     missing: list[str] = []
-    for overlay in overlays:
-        try:
-            own = scenario.figures(overlay.frame, scenario.validate(overlay.config))
-        except Exception:  # a stored run the current code cannot draw
-            own = {}
-        arms = [str(a) for a in overlay.frame["arm"].unique()]
-        for name, figure in view.figures.items():
-            if name not in own or not merge_traces(figure, own[name], overlay.label, overlay.run_id, arms, base_arms):
+
+    def finished(name: str) -> go.Figure:
+        figure = view.figures[name]
+        for overlay, own, arms in theirs:
+            stored = _read(own, name)
+            if stored is None or not merge_traces(figure, stored, overlay.label, overlay.run_id, arms, base_arms):
                 missing.append(name)
-    for fig in view.figures.values():
         if overlays:
-            group_current(fig)
-        polish(fig)
+            group_current(figure)
+        return polish(figure)
+
     notes = [f"Overlaid: stored run {o.run_id} ({o.label}), named “… [{o.label}]”: lighter, dashed, "
              "hollow markers, hatched bars." for o in overlays]
-    if missing:
-        notes.append("Figures with nothing to overlay (heatmaps, stacked bars) show the current run only: "
-                     + ", ".join(dict.fromkeys(missing)) + ".")
-    return View(view.base, view.figures, overlay_frame(view.data, overlays), [*view.notes, *notes])
+    return View(view.base, Figures({name: partial(finished, name) for name in view.figures}),
+                overlay_frame(view.data, overlays), [*view.told, *notes], missing)
+
+
+def _figures_of(scenario: Scenario, overlay: Overlay) -> Mapping[str, go.Figure]:
+    try:
+        return scenario.figures(overlay.frame, scenario.validate(overlay.config))
+    except Exception:  # a stored run the current code cannot draw
+        return {}
+
+
+def _read(figures: Mapping[str, go.Figure], name: str) -> go.Figure | None:
+    try:
+        return figures[name] if name in figures else None
+    except Exception:  # a stored run the current code cannot draw this figure of
+        return None
 
 
 def _build(scenario: Scenario, handle: RunHandle | SeedGroup, band: str) -> View:

@@ -33,12 +33,14 @@ def run():
 
 
 def build(scenario, handle, state: dict, rows: int) -> live.Drawn:
-    """The live view built from the first `rows` records, the budget's wait treated as over."""
+    """The live view built from the first `rows` records, the budget's wait treated as over, every
+    chart in view (tests/test_live_near.py: the view builds only those)."""
     handle.rows = rows
     kept = state.get(live.drawn_key(scenario.id))
     if kept is not None:
         kept.next_at = 0.0
-    return live.built(scenario, handle, [], "min–max", None, state)
+    every = list(scenario.figures(handle.frame.iloc[:0], handle.config))
+    return live.built(scenario, handle, [], "min–max", None, state, every)
 
 
 def test_a_chart_shows_data_from_two_points_of_a_line_or_one_marker_bar_or_cell() -> None:
