@@ -31,6 +31,10 @@ class Records:
     def _series(self) -> dict[tuple[str, str], pd.Series]:
         return {}
 
+    @cached_property
+    def _layers(self) -> dict[tuple[str, str], pd.DataFrame]:
+        return {}
+
     # --- what is there ------------------------------------------------------------------
     def arms(self) -> list[str]:
         """Arms in first-recorded order."""
@@ -96,12 +100,22 @@ class Records:
         return rows.assign(layer=rows["metric"].str.slice(len(head)).astype(int) if len(rows) else [])
 
     def layers(self, arm: str, prefix: str) -> pd.DataFrame:
-        """step × layer values of one arm (complete steps only)."""
-        table = self.layer_table(prefix)
-        table = table[table["arm"] == arm]
-        if table.empty:
-            return pd.DataFrame()
-        return table.pivot_table(index="step", columns="layer", values="value").dropna()
+        """step × layer values of one arm (complete steps only; a step logged twice: the mean), as
+        `pivot_table` gives them, from the series already grouped (a pivot of the whole frame per
+        arm took most of a per-layer figure's build). Kept: a figure and its claims ask again."""
+        key = (arm, prefix)
+        if key not in self._layers:
+            head = prefix + "/layer_"
+            columns = {int(metric[len(head):]): self.series(arm, metric)
+                       for metric in self.metrics(arm) if metric.startswith(head)}
+            if not columns:
+                self._layers[key] = pd.DataFrame()
+            else:
+                table = pd.DataFrame({layer: series.groupby(level=0).mean() if series.index.has_duplicates else series
+                                      for layer, series in sorted(columns.items())}).sort_index().dropna()
+                table.index.name, table.columns.name = "step", "layer"
+                self._layers[key] = table
+        return self._layers[key].copy()
 
     def profile(self, arm: str, prefix: str, step: int | None = None) -> np.ndarray:
         """One arm's per-layer values at a step (default: its first logged step), layer 1 first."""

@@ -1,4 +1,4 @@
-"""Records.at: the value a metric had at a step, by binary search over the step-ordered series."""
+"""Records: the value a metric had at a step (a binary search), and the per-layer tables (as pandas pivots them)."""
 import numpy as np
 import pandas as pd
 
@@ -26,3 +26,23 @@ def test_at_agrees_with_a_mask_over_the_series_on_a_shuffled_frame() -> None:
             for step in range(-1, 42):
                 hits = series[series.index == step]
                 assert records.at(arm, metric, step) == (float(hits.iloc[-1]) if len(hits) else None)
+
+
+def test_layers_is_the_pivot_table_of_the_arms_per_layer_rows_on_a_shuffled_frame() -> None:
+    """Steps logged twice are averaged, steps missing a layer dropped, layers in order, as `pivot_table` gives."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    frame = pd.DataFrame({"arm": rng.choice(["a", "b"], n), "step": rng.integers(0, 60, n),
+                          "metric": [f"grad_norm/layer_{layer:02d}" for layer in rng.integers(1, 12, n)],
+                          "value": rng.normal(size=n)})
+    frame.loc[::7, "metric"] = "loss"
+    records = Records(frame)
+    for arm in ("a", "b"):
+        rows = records.layer_table("grad_norm")
+        expected = rows[rows["arm"] == arm].pivot_table(index="step", columns="layer", values="value").dropna()
+        assert len(expected) > 5, "the frame must have complete steps to compare"
+        pd.testing.assert_frame_equal(records.layers(arm, "grad_norm"), expected)
+        mine = records.layers(arm, "grad_norm")
+        mine.iloc[0, 0] = 1e9  # a caller's change stays its own
+        pd.testing.assert_frame_equal(records.layers(arm, "grad_norm"), expected)
+    assert records.layers("a", "out_grad").empty and records.layers("c", "grad_norm").empty
