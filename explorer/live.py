@@ -92,6 +92,12 @@ def drawn_key(scenario_id: str) -> str:
     return f"drawn:{scenario_id}"
 
 
+def shapes_key(scenario_id: str) -> str:
+    """Where `built` keeps each chart's width and height as last built (a placeholder takes them):
+    a page's feeds share the page's, so a new run's placeholders have the sizes of the last run's charts."""
+    return f"shapes:{scenario_id}"
+
+
 def warnings(snap: Snapshot) -> list[str]:
     """The run's warnings, one line each: the arms that diverged. Plain text, as the status component
     paints it (its textContent); `plain()` them for a markdown element."""
@@ -204,7 +210,7 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         drawn = Drawn(signature)
         state[state_key] = drawn
         return drawn
-    shapes = state.setdefault(f"shapes:{scenario.id}", {})  # name -> (full width, height) when last built
+    shapes = state.setdefault(shapes_key(scenario.id), {})  # name -> (full width, height) when last built
     try:
         view = build_view(scenario, handle, overlays, band)
         figures = apply_lines(view.figures, lines)

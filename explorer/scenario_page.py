@@ -23,7 +23,7 @@ from explorer.controls import config_controls, seed_state, widget_key, widgets_s
 from explorer.export_panel import export_panel
 from explorer.glossary_page import term_links
 from explorer.line_controls import line_controls
-from explorer.live import charts_view, drawn_key, handle_key, status_view
+from explorer.live import charts_view, drawn_key, handle_key, shapes_key, status_view
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
@@ -145,7 +145,8 @@ def live_feed(scenario: Scenario, handle: RunHandle | SeedGroup, overlays, band:
     settings = (id(handle), tuple(o.run_id for o in overlays), band, lines)
     kept = st.session_state.get(key)
     token = kept[1] if kept and kept[0] == settings else None
-    token = feed.register(feed.Feed(scenario, handle, overlays, band, lines, chart_prefix=scenario.id), token)
+    shapes = {shapes_key(scenario.id): st.session_state.setdefault(shapes_key(scenario.id), {})}
+    token = feed.register(feed.Feed(scenario, handle, overlays, band, lines, chart_prefix=scenario.id, state=shapes), token)
     st.session_state[key] = (settings, token)
     return token
 

@@ -106,3 +106,14 @@ def test_the_feed_asks_the_page_to_lay_out_again_when_a_placeholder_turns_out_fu
     handle.rows += 5
     subscription.state[key].next_at = 0.0
     assert not feed.answer(subscription, [chart.chart_key(scenario.id, "embeddings")])["relayout"]
+
+
+def test_a_new_runs_placeholders_take_the_sizes_the_last_run_built() -> None:
+    """The page's feeds share its chart sizes: a placeholder of a chart built before has its width and height."""
+    scenario, handle, names = handle_of()
+    shapes: dict = {}
+    build(scenario, handle, {live.shapes_key(scenario.id): shapes}, names)  # the last run, every chart in view
+    scenario, again, names = handle_of()
+    first = build(scenario, again, {live.shapes_key(scenario.id): shapes}, None)
+    assert first.charts["embeddings"]["pending"] and first.full_width == {"embeddings"}
+    assert first.charts["embeddings"]["height"] == shapes["embeddings"][1]
