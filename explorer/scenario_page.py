@@ -27,7 +27,7 @@ from explorer.live import charts_view, drawn_key, handle_key, shapes_key, status
 from explorer.plaintext import plain
 from explorer.runs import RunHandle
 from explorer.seeds import BANDS, SeedGroup
-from explorer.session import run_store, start_or_load, stored_handle, worker_pool
+from explorer.session import run_store, start_or_load, stored_handle, warm_figures, worker_pool
 from explorer.share import MAX_SEEDS
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
@@ -54,6 +54,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         if problem:
             st.error(plain(problem))
         preload()
+    warm_figures(scenario.id)
     if config is not None:
         url.mirror(scenario, config)
     url.show_warnings(scenario, config)

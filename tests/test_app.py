@@ -284,3 +284,11 @@ def test_the_status_line_counts_steps_per_arm() -> None:
         "Finished after up to 400 steps in 2.0 s")
     even = uneven[uneven["step"] < 10]
     assert "after 10 steps in" in status_line(Snapshot(even, "stopped", 0.1, [], None, 0.5, None))
+
+
+def test_a_pages_figures_are_warmed_once_per_process_in_a_thread_that_ends() -> None:
+    from explorer.session import warm_figures
+    first = warm_figures("dead-relu")
+    first.join(timeout=120)
+    assert not first.is_alive(), "the warm-up thread ends once the figures are built"
+    assert warm_figures("dead-relu") is first, "once per scenario and process"
