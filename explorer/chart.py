@@ -135,7 +135,13 @@ function warmUp(Plotly, parentElement) {
 function update(chart, parentElement, data, plotly) {
   chart.style.height = data.height + "px";
   chart.setAttribute("data-name", data.name);
-  if (!data.figure) return;  // a placeholder: the server builds this chart once it is in view
+  if (!data.figure) {  // a placeholder: the server builds this chart once it is in view
+    if (chart.dataset.version) {  // a figure of an earlier run must not stand in for this run's
+      chart.dataset.version = chart.dataset.drawn = "";
+      if (window.Plotly) window.Plotly.purge(chart);
+    }
+    return;
+  }
   if (chart.dataset.version === data.version) return;
   chart.dataset.version = data.version;
   Object.assign(chart, {__latest: data, __parent: parentElement, __plotly: plotly});

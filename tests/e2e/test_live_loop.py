@@ -86,6 +86,25 @@ def test_a_chart_far_below_the_screen_is_drawn_when_scrolled_to(page, app_url) -
     assert last.locator(PLOT).count() or last.evaluate("c => c.classList.contains('js-plotly-plot')")
 
 
+def test_while_a_run_goes_on_only_the_charts_in_view_are_built(page, app_url) -> None:
+    """The server builds the charts in view while a run goes on (explorer/live.py): one far below
+    is a placeholder, with no figure, until it is scrolled to; then it gets this run's figure at once."""
+    page.set_viewport_size({"width": 1400, "height": 700})
+    open_scenario(page, app_url, SCENARIO_PATH + "?seed=80", "Vanishing gradients")
+    press_on_slider(page, "steps", "End")  # 3000 steps: auto-run starts a long run
+    wait_progress(page, r"^Running… \d+% \(step [1-9]", RUN_TIMEOUT_S)
+    first, last = page.locator("div.explorer-chart").first, page.locator("div.explorer-chart").last
+    page.wait_for_function("c => c.dataset.drawn && c.dataset.drawn === c.dataset.version",
+                           arg=first.element_handle(), timeout=RUN_TIMEOUT_S * 1000)
+    assert last.get_attribute("data-version") is None, "a chart far below the screen is not built"
+    assert page.locator("div.explorer-chart").count() == 5, "every chart has its place"
+    last.scroll_into_view_if_needed()
+    page.wait_for_function("c => !!c.dataset.drawn", arg=last.element_handle(), timeout=RUN_TIMEOUT_S * 1000)
+    assert progress_text(page).startswith("Running"), "built and drawn while the run went on"
+    button(page, "Stop").click()
+    wait_progress(page, r"^Stopped", 15)
+
+
 def test_plotly_pays_its_first_draw_while_the_page_is_read(page, app_url) -> None:
     """A hidden warm-up draw (explorer/chart.py) runs once the page is open and before any run, and
     leaves no element behind: the first chart after Run is not the page's first plotly draw."""
