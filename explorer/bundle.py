@@ -14,6 +14,7 @@ import json
 import shlex
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def figure_pieces(names: list[str]) -> dict[str, str]:
     return pieces
 
 
-def figure_files(figures: dict[str, go.Figure], prefix: str, formats: tuple[str, ...] = FIGURE_FORMATS,
+def figure_files(figures: Mapping[str, go.Figure], prefix: str, formats: tuple[str, ...] = FIGURE_FORMATS,
                  plotlyjs: str = "auto") -> dict[str, bytes]:
     """`<prefix>-<figure>.<ext>` -> bytes (and the shared plotly.js under its own name, which the
     HTML files load); PNG and SVG from one kaleido (Chromium) start."""

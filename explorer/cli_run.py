@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_outputs(out: Path, config: dict, frame, summary: dict, figures: dict, formats: tuple[str, ...],
+def write_outputs(out: Path, config: dict, frame, summary: dict, figures: Mapping, formats: tuple[str, ...],
                   plotlyjs: str, run_id: str | None) -> list[Path]:
     from explorer.exports import write_run
     try:

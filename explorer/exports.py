@@ -9,6 +9,7 @@ kaleido, which drives the system's Chrome/Chromium (one browser start for all fi
 """
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "figure"
 
 
-def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, ...] = ("html", "png"),
+def write_figures(figures: Mapping[str, go.Figure], out: Path, formats: tuple[str, ...] = ("html", "png"),
                   plotlyjs: str = "auto") -> list[Path]:
     """Each figure in each format; with a shared plotly.js, its file first in the list."""
     out.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,7 @@ def write_figures(figures: dict[str, go.Figure], out: Path, formats: tuple[str, 
 
 
 def write_run(out: Path, config: dict[str, Any], frame: pd.DataFrame, summary: dict[str, Any],
-              figures: dict[str, go.Figure], formats: tuple[str, ...] = ("html", "png"),
+              figures: Mapping[str, go.Figure], formats: tuple[str, ...] = ("html", "png"),
               plotlyjs: str = "auto") -> list[Path]:
     """Everything a run produced, in `out`. Returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
