@@ -1,8 +1,9 @@
 """The running status line: a component that paints the progress line and the run's warnings,
 then follows the run's live feed (explorer/feed.py) and paints each answer, handing newer figures
-to their chart components (explorer/chart.py). It asks Streamlit for a rerun (its one trigger)
-when the run has ended, when figures appear that the page has not drawn yet, and when the server
-no longer knows the feed. The feed's last message carries the line that says how the run ended: it
+to their chart components (explorer/chart.py). Each poll names the page's charts in view (or near
+it): the feed builds only those. It asks Streamlit for a rerun (its one trigger) when the run has
+ended, when figures appear that the page has not drawn yet, when a chart built since takes another
+width than the page gave it, and when the server no longer knows the feed. The feed's last message carries the line that says how the run ended: it
 is painted at once (the page's rerun, which draws "what to look for" and the final charts, comes
 ~0.3 s later on the 2-core machine), and the page's run then draws it again as its own.
 """
