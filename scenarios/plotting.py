@@ -121,7 +121,7 @@ class Figures(Mapping[str, go.Figure]):
     def __len__(self) -> int:
         return len(self._builders)
 
-    def __contains__(self, name: object) -> bool:
+    def __contains__(self, name: object) -> bool:  # Mapping's own would read (build) the figure
         return name in self._builders
 
     def built(self) -> list[str]:
