@@ -21,7 +21,10 @@ over the ranks. It ends an arm through the shared rule, `engines.records.diverge
 that all-reduced loss, so every rank stops the arm at the same step (and the collectives
 stay matched). Every record is one JSON line on stdout (or in `--out`/rank_XX.jsonl
 under torchrun): `{"arm", "rank", "step", "metrics"}` or, for a diverged arm,
-`{"arm", "rank", "step", "diverged": message}`, each with `world_size` and `device`.
+`{"arm", "rank", "step", "diverged": message}`, each with `world_size` and `device`. The
+measured step's memory goes out right after that step's loss (the page draws it while the
+arm trains on); the collectives counted in the extra step follow the arm's last loss, as a
+second record of the measured step.
 """
 import argparse
 import contextlib
@@ -132,6 +135,20 @@ def counted_step(model: nn.Module, optimizer, tokens: torch.Tensor) -> tuple[tor
     return loss, collectives.metrics()
 
 
+def measurement(measured: dict[str, float], sizes: dict[str, float], timeline: Timeline | None, job: dict,
+                strategy: str, rank: int, device: torch.device, snapshot_dir: str | None) -> dict[str, float]:
+    """The measured step's record: its memory and tensors, the model's sizes and shape, rank 0's timeline
+    (and, under torchrun --out on CUDA, the allocator snapshot written beside the rank files)."""
+    metrics = {**measured, **sizes, "on_cuda": float(device.type == "cuda"),
+               **{f"shape/{k}": float(job[k]) for k in SHAPE_KEYS}}
+    if timeline is not None:
+        metrics.update(timeline.metrics(job["layers"]))
+        if timeline.snapshot is not None and snapshot_dir:  # for https://pytorch.org/memory_viz
+            with open(os.path.join(snapshot_dir, f"rank_{rank:02d}_{strategy}_memory_snapshot.pickle"), "wb") as f:
+                pickle.dump(timeline.snapshot, f)
+    return metrics
+
+
 def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.device, emit,
                  snapshot_dir: str | None = None) -> None:
     """One arm: the same seeded model and data under `strategy`, step 1 measured (step 0 creates
@@ -170,21 +187,17 @@ def run_strategy(job: dict, strategy: str, rank: int, world: int, device: torch.
         diverged = divergence(step, {"loss": loss_value})  # the same value on every rank
         if diverged is not None:
             emit({"arm": strategy, "rank": rank, "step": step, "diverged": diverged.message})
+        else:
+            emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": loss_value}})
+        if step == measure_step:  # sent now, not after the arm's last step: the page draws memory sooner
+            emit({"arm": strategy, "rank": rank, "step": step,
+                  "metrics": measurement(measured, sizes, timeline, job, strategy, rank, device, snapshot_dir)})
+        if diverged is not None:
             break
-        emit({"arm": strategy, "rank": rank, "step": step, "metrics": {"loss": loss_value}})
-    if measured is not None:
-        if diverged is None:
-            tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
-            measured.update(counted_step(model, optimizer, tokens)[1])
-            optimizer.zero_grad(set_to_none=True)
-        measured.update(sizes)
-        measured.update({"on_cuda": float(device.type == "cuda"), **{f"shape/{k}": float(job[k]) for k in SHAPE_KEYS}})
-        if timeline is not None:
-            measured.update(timeline.metrics(job["layers"]))
-            if timeline.snapshot is not None and snapshot_dir:  # for https://pytorch.org/memory_viz
-                with open(os.path.join(snapshot_dir, f"rank_{rank:02d}_{strategy}_memory_snapshot.pickle"), "wb") as f:
-                    pickle.dump(timeline.snapshot, f)
-        emit({"arm": strategy, "rank": rank, "step": measure_step, "metrics": measured})
+    if measured is not None and diverged is None:
+        tokens = torch.randint(job["vocab"], (job["batch"], job["seq_len"]), generator=data).to(device)
+        emit({"arm": strategy, "rank": rank, "step": measure_step, "metrics": counted_step(model, optimizer, tokens)[1]})
+        optimizer.zero_grad(set_to_none=True)
     del model, optimizer
     gc.collect()
 

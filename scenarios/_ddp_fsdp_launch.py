@@ -150,8 +150,9 @@ def job_of(config, device: str, fail_rank: str | None = None) -> dict:
 
 
 def records_expected(config) -> int:
-    """Records a launch streams: per rank and strategy one loss per step and one measurement."""
-    return len(config.strategies.split(",")) * (config.steps + 1) * sum(worlds_of(config))
+    """Records a launch streams: per rank and strategy one loss per step, the measured step's memory and
+    its collectives (counted in one step more)."""
+    return len(config.strategies.split(",")) * (config.steps + 2) * sum(worlds_of(config))
 
 
 def item_of(record: dict):

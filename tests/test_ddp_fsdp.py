@@ -193,8 +193,9 @@ def test_timeline_follows_the_call_order_and_the_activations(timelines) -> None:
 def test_gpu_path_reports_allocated_and_reserved() -> None:
     job = {"strategies": ["ddp", "fsdp-zero3"], "seed": 0, "vocab": 64, "hidden": 64, "layers": 2, "heads": 4,
            "batch": 2, "seq_len": 16, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True}
-    records = [r for r in launch(job, min(2, torch.cuda.device_count())) if r is not None and "loss" not in r["metrics"]]
+    records = [r for r in launch(job, min(2, torch.cuda.device_count())) if r is not None]
     assert all(r["device"] == "cuda" for r in records)
+    records = [r for r in records if "peak/allocated" in r["metrics"]]  # the measured steps' memory
     assert all(r["metrics"]["peak/reserved"] >= r["metrics"]["peak/allocated"] > 0 for r in records)
     for r in (r for r in records if r["rank"] == 0):  # the allocator's history ends where the last mark stands
         values = {f"rank_0/{k}": v for k, v in r["metrics"].items()}
