@@ -10,7 +10,8 @@ while it is on screen or near it: a chart far below is drawn with its newest fig
 scrolled to (at Run, at each live update and when a stored run is shown, a page of seven
 charts draws the two to four in view). While a run goes on the server builds only those too
 (explorer/live.py): a chart not built yet is a placeholder of its height until it is. Before a
-figure leaves the server its traces are thinned to what a screen can show.
+figure leaves the server its traces are thinned to what a screen can show. The browser fits
+it to the chart's real width: a title wider than that wraps, long tick labels push the margin out.
 
 plotly.js itself is the one the Python plotly package ships (the exports' HTML uses the
 same), served once per browser from the package's folder through Streamlit's
@@ -57,11 +58,33 @@ function themed(layout, element) {
   layout.plot_bgcolor = layout.plot_bgcolor || "rgba(0, 0, 0, 0)";
   for (const key of Object.keys(layout)) {
     if (/^[xy]axis\\d*$/.test(key)) {
-      layout[key] = Object.assign({gridcolor: grid, zerolinecolor: grid, linecolor: grid}, layout[key]);
+      // automargin: long or slanted tick labels push the margin out, not into the axis title
+      layout[key] = Object.assign({gridcolor: grid, zerolinecolor: grid, linecolor: grid, automargin: true}, layout[key]);
     }
   }
   if (!layout.xaxis) layout.xaxis = {gridcolor: grid, zerolinecolor: grid};
   if (!layout.yaxis) layout.yaxis = {gridcolor: grid, zerolinecolor: grid};
+  return wrapTitle(layout, element);
+}
+
+// A title wider than its chart (half the page on a narrow screen) would run into its neighbour's:
+// it is split at the space nearest its middle, and the top margin grows by a line.
+function wrapTitle(layout, element) {
+  const title = typeof layout.title === "string" ? {text: layout.title} : layout.title;
+  const text = title && title.text;
+  const width = element.getBoundingClientRect().width;
+  if (!text || text.includes("<") || !width) return layout;  // markup of its own: left as written
+  const size = (title.font && title.font.size) || Math.round(1.2 * ((layout.font && layout.font.size) || 14));
+  const measure = wrapTitle.context = wrapTitle.context || document.createElement("canvas").getContext("2d");
+  measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
+  if (measure.measureText(text).width <= width - 40) return layout;
+  let cut = -1;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === " " && (cut < 0 || Math.abs(i - text.length / 2) < Math.abs(cut - text.length / 2))) cut = i;
+  }
+  if (cut < 0) return layout;
+  layout.title = Object.assign({}, title, {text: text.slice(0, cut) + "<br>" + text.slice(cut + 1)});
+  layout.margin = Object.assign({}, layout.margin, {t: ((layout.margin && layout.margin.t) || 100) + size + 4});
   return layout;
 }
 

@@ -82,3 +82,27 @@ def test_memory_timeline_spans_the_page(page, app_url):
     from playwright.sync_api import expect
     for arm in ("ddp · N=2", "fsdp-zero3 · N=2", "fsdp-zero2 · N=2"):
         expect(timeline.first.get_by_text(arm, exact=True), f"no {arm} row in the timeline").to_have_count(1, timeout=15_000)
+
+
+FITS_JS = """name => { const c = document.querySelector(`div.explorer-chart[data-name="${name}"]`);
+  const box = c.getBoundingClientRect(), title = c.querySelector('.gtitle').getBoundingClientRect();
+  const ticks = [...c.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect());
+  return {lines: c.querySelectorAll('.gtitle tspan.line').length, left: title.left - box.left, right: box.right - title.right,
+          below: box.bottom - Math.max(...ticks.map(t => t.bottom)), labels: ticks.length}; }"""
+
+
+def test_long_titles_and_slanted_labels_stay_inside_their_chart(page, app_url):
+    """DDP vs FSDP at 1400 px: a half-width chart's title longer than the chart wraps onto a second
+    line instead of running into its neighbour's, and long slanted tick labels push the margin out
+    instead of running off the chart's bottom."""
+    open_scenario(page, app_url, "/ddp-fsdp-memory", "DDP vs FSDP memory")
+    button(page, "Run").click()
+    wait_done(page, r"^(Finished|Served from the run store)", 180)
+    chart(page, "collectives")
+    page.wait_for_function("() => !!document.querySelector('div.explorer-chart[data-name=\"collectives\"] .gtitle')")
+    fits = page.evaluate(FITS_JS, "collectives")
+    assert fits["lines"] == 2 and fits["left"] >= 0 and fits["right"] >= 0, fits
+    chart(page, "dtensor_shards")  # 26 parameter names as long as "blocks.0.self_attn.out_proj.weight", slanted
+    page.wait_for_function("() => !!document.querySelector('div.explorer-chart[data-name=\"dtensor_shards\"] .gtitle')")
+    fits = page.evaluate(FITS_JS, "dtensor_shards")
+    assert fits["labels"] >= 20 and fits["below"] >= 0, fits
