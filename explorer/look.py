@@ -11,6 +11,8 @@ or dark), so no template is set here. What is added, only where the scenario lef
   1-2-5 written in full: never a bare "5" that means 0.5);
 - integer axes (steps, layers, bits) over a short range get a tick at every integer, never at 0.5;
 - subplot titles wider than their column wrap onto a second line in a smaller font.
+The main title and the margins that tick labels need are fitted in the browser, at the chart's
+real width (explorer/chart.py).
 """
 import math
 import numbers
