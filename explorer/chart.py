@@ -56,14 +56,11 @@ function themed(layout, element) {
   layout.font = Object.assign({family: value("--st-font", "sans-serif"), color: text}, layout.font || {});
   layout.paper_bgcolor = layout.paper_bgcolor || "rgba(0, 0, 0, 0)";
   layout.plot_bgcolor = layout.plot_bgcolor || "rgba(0, 0, 0, 0)";
-  for (const key of Object.keys(layout)) {
-    if (/^[xy]axis\\d*$/.test(key)) {
-      // automargin: long or slanted tick labels push the margin out, not into the axis title
-      layout[key] = Object.assign({gridcolor: grid, zerolinecolor: grid, linecolor: grid, automargin: true}, layout[key]);
-    }
+  // automargin: long or slanted tick labels push the margin out, not into the axis title
+  const axis = {gridcolor: grid, zerolinecolor: grid, linecolor: grid, automargin: true};
+  for (const key of new Set(["xaxis", "yaxis", ...Object.keys(layout)])) {
+    if (/^[xy]axis\\d*$/.test(key)) layout[key] = Object.assign({}, axis, layout[key]);
   }
-  if (!layout.xaxis) layout.xaxis = {gridcolor: grid, zerolinecolor: grid};
-  if (!layout.yaxis) layout.yaxis = {gridcolor: grid, zerolinecolor: grid};
   return wrapTitle(layout, element);
 }
 
@@ -72,8 +69,9 @@ function themed(layout, element) {
 function wrapTitle(layout, element) {
   const title = typeof layout.title === "string" ? {text: layout.title} : layout.title;
   const text = title && title.text;
+  if (!text || text.includes("<")) return layout;  // markup of its own: left as written
   const width = element.getBoundingClientRect().width;
-  if (!text || text.includes("<") || !width) return layout;  // markup of its own: left as written
+  if (!width) return layout;
   const size = (title.font && title.font.size) || Math.round(1.2 * ((layout.font && layout.font.size) || 14));
   const measure = wrapTitle.context = wrapTitle.context || document.createElement("canvas").getContext("2d");
   measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
