@@ -139,12 +139,12 @@ class WorkerPool:
             if job not in self._queue:
                 return None
             if not any(w.ready for w in self._workers):
-                return "a worker is starting (importing torch)"
+                return "a worker is warming up (importing torch and the scenarios)"
             ahead = list(self._queue).index(job)
             return f"queued ({ahead} ahead)" if ahead else "queued (next in line)"
 
     def machine(self, wait_s: float = 0.0) -> Machine | None:
-        """The facts a worker reported about this machine (None until the first one is ready)."""
+        """The facts a worker reported about this machine (None until one has imported torch)."""
         deadline = time.monotonic() + wait_s
         with self._lock:
             while self._machine is None and not self._closed and time.monotonic() < deadline:
@@ -230,6 +230,7 @@ class WorkerPool:
             with self._lock:
                 if "machine" in message:
                     self._machine = Machine(**message["machine"])
+                    self._lock.notify_all()
                 job = worker.job if worker.job is not None and message.get("id") == worker.job.id else None
                 if "spares" in message:
                     worker.spares = message["spares"]

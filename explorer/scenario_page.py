@@ -35,6 +35,8 @@ FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long at most for the first records
 FIRST_STEPS = 2           # ... of two steps: one point of a line shows nothing (and the first build then
                           # spent the quick rebuilds' CPU on charts that stayed empty)
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
+STARTING_TICK_S = 0.5     # how often a page looks whether the workers are up: each look is a script
+                          # run the browser re-renders, on the cores the starting workers need
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
@@ -96,7 +98,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
 
     overlays = selected_overlays(scenario, handle)
     starting = machine is None and no_workers is None
-    tick = PENDING_TICK_S if pending is not None or starting else None
+    tick = STARTING_TICK_S if starting else PENDING_TICK_S if pending is not None else None
     token = live_feed(scenario, handle, overlays, band, lines) if running and tick is None else None
     live(status_fragment, tick)(scenario, pending, starting, feed.url(token) if token else None)
     if token:

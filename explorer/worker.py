@@ -11,7 +11,9 @@ The protocol is JSON lines. In, on stdin:
     {"op": "stop", "id": ...}
     {"op": "prepare", "ranks": n}    start n rank processes ahead (engines.distributed.keep_spares)
 
-Out, on stdout: `{"kind": "ready", "machine": {...}}` once, then per run any number of
+Out, on stdout: `{"kind": "machine", "machine": {...}}` as soon as torch is imported (~2.5 s of
+CPU: the page can then check settings against this machine and queue a run, while the warm-up
+goes on), `{"kind": "ready", "machine": {...}}` once warm, then per run any number of
 `rows` (`[[arm, step, metric, value], ...]`), `event`, `progress` and `note` messages and
 one `done` (`status`, `summary`, `error`, `traceback`, `seconds`, the machine again, and `spares`:
 the rank processes now started ahead); a `prepare` is answered by `{"kind": "prepared", "spares": n}`.
@@ -96,9 +98,9 @@ def memory_available_bytes() -> int:
 
 
 def warm() -> None:
-    """Everything a first run would otherwise wait for: torch, the scenarios, their engines."""
-    from engines.runtime import configure, warm_up
-    configure()
+    """Everything a first run would otherwise wait for: the scenarios, their engines, a first
+    optimizer step (torch itself is imported and configured by `main` before this)."""
+    from engines.runtime import warm_up
     import engines
     import scenarios  # noqa: F401  (the registry, every scenario module)
     for info in pkgutil.iter_modules(engines.__path__):
@@ -162,6 +164,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
     os.environ.setdefault(distributed.SPARES_VARIABLE, str(SPARE_RANKS))
     atexit.register(distributed.drop_spares)
+    from engines.runtime import configure
+    configure()  # imports torch
+    send({"kind": "machine", "machine": machine()})
     warm()
     send({"kind": "ready", "pid": os.getpid(), "machine": machine()})
 

@@ -29,6 +29,8 @@ def open_page(scenario_id: str = "vanishing-gradients", function=scenario_page, 
         assert time.time() < deadline, "the workers never reported"
         time.sleep(0.3)
         at.run()
+    from explorer.session import worker_pool
+    assert worker_pool().wait_ready(120), "the workers never warmed up"  # a run would queue until then
     return at
 
 

@@ -69,6 +69,31 @@ def test_a_worker_run_gives_the_records_of_the_headless_run(pool, isolated_store
     assert RunStore().frame(snap.run_id).equals(headless), "the stored rows are the rows the page drew"
 
 
+def test_a_worker_reports_the_machine_once_torch_is_imported_then_warms_up() -> None:
+    """The page can check settings against the machine (and queue a run) ~2.5 s of CPU into a
+    worker's start, not after the whole warm-up."""
+    proc = subprocess.Popen([sys.executable, "-m", "explorer.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        import json
+        first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
+        assert first["kind"] == "machine" and first["machine"]["cpus"] >= 1, first
+        assert second["kind"] == "ready" and second["machine"]["cpus"] == first["machine"]["cpus"], second
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=WAIT_S)
+
+
+def test_a_run_submitted_while_the_workers_start_waits_for_one_then_trains(isolated_store) -> None:
+    fresh = WorkerPool(size=1)
+    try:
+        handle = RunHandle.start(SCENARIO, SCENARIO.validate({"steps": 10}), RunStore(), pool=fresh)
+        assert "warming up" in (handle.snapshot().waiting or ""), handle.snapshot().waiting
+        assert handle.join(WAIT_S) and handle.snapshot().status == "finished", handle.snapshot()
+    finally:
+        fresh.shutdown()
+
+
 def test_a_run_queues_while_every_worker_is_busy_and_stop_ends_each(pool, isolated_store) -> None:
     store = RunStore()
     first = RunHandle.start(SCENARIO, LONG, store, pool=pool)

@@ -29,7 +29,9 @@ def wait_idle(page, timeout_s: float = 30, quiet_checks: int = 1) -> None:
         if quiet >= quiet_checks:
             return
         time.sleep(0.2)
-    raise AssertionError(f"the app script was still running after {timeout_s} s")
+    captions = page.locator(f'{MAIN} [data-testid="stCaptionContainer"]').all_inner_texts()[:3]
+    raise AssertionError(f"the app script was still running after {timeout_s} s; status line "
+                         f"{progress_text(page)!r}, captions {captions}")
 
 
 def slider(page, label: str):
