@@ -80,6 +80,7 @@ class WorkerPool:
         self._machine: Machine | None = None
         self._closed = False
         self._failure: str | None = None  # why no worker could start, once none could
+        self._wanted_ranks = 0            # rank processes asked for ahead before any worker was ready
         atexit.register(self.shutdown)
         with self._lock:
             for _ in range(self.size):
@@ -119,14 +120,20 @@ class WorkerPool:
         if ranks <= 0:
             return
         with self._lock:
-            if self._closed or self._queue or any(w.job is not None for w in self._workers):
-                return
-            idle = [w for w in self._workers if w.ready and not w.ending]
-            if not idle or any(max(w.spares, w.asked) >= ranks for w in idle):
-                return
-            worker = max(idle, key=lambda w: w.spares)
-            worker.asked = ranks
-            self._send(worker, {"op": "prepare", "ranks": ranks})
+            self._prepare(ranks)
+
+    def _prepare(self, ranks: int) -> None:
+        """`prepare`, holding the lock. Asked before any worker is warm (a page read while the
+        server starts), the first worker to be ready starts them."""
+        if self._closed or self._queue or any(w.job is not None for w in self._workers):
+            return
+        idle = [w for w in self._workers if w.ready and not w.ending]
+        self._wanted_ranks = 0 if idle else ranks
+        if not idle or any(max(w.spares, w.asked) >= ranks for w in idle):
+            return
+        worker = max(idle, key=lambda w: w.spares)
+        worker.asked = ranks
+        self._send(worker, {"op": "prepare", "ranks": ranks})
 
     def failure(self) -> str | None:
         """Why no worker could start (each one died before it was ready), or None."""
@@ -241,6 +248,8 @@ class WorkerPool:
                     worker.job = None
                 if message["kind"] in ("ready", "done"):
                     self._dispatch()
+                if message["kind"] == "ready" and self._wanted_ranks:
+                    self._prepare(self._wanted_ranks)
             if job is not None:
                 job.receive(message)
         code = worker.proc.wait()

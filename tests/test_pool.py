@@ -197,6 +197,21 @@ def test_a_distributed_page_starts_its_rank_processes_ahead_and_its_run_takes_th
     wait_until(lambda: not ranks_alive(tag), "every rank process to end with the pool")
 
 
+
+def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_is_warm(monkeypatch) -> None:
+    """A DDP page read on a fresh server asks before any worker is ready (the page stops looking
+    once the machine is known): the first warm worker starts them."""
+    from tests.descendants import ranks_alive, tag_environment
+    tag = tag_environment(monkeypatch)
+    pool = WorkerPool(size=1)
+    try:
+        pool.prepare(2)  # the worker is still importing torch
+        assert ranks_alive(tag) == []
+        wait_until(lambda: len(ranks_alive(tag)) == 2, "two rank processes started once the worker was warm")
+    finally:
+        pool.shutdown()
+    wait_until(lambda: not ranks_alive(tag), "every rank process to end with the pool")
+
 SERVER = """
 import signal, sys, time
 from explorer.pool import WorkerPool
