@@ -146,7 +146,7 @@ class WorkerPool:
             if job not in self._queue:
                 return None
             if not any(w.ready for w in self._workers):
-                return "a worker is warming up (importing torch and the scenarios)"
+                return "a worker is warming up, importing torch and the scenarios"
             ahead = list(self._queue).index(job)
             return f"queued ({ahead} ahead)" if ahead else "queued (next in line)"
 

@@ -126,7 +126,10 @@ class RunHandle:
 
     def wait_for_first_record(self, timeout: float, steps: int = 1) -> bool:
         """Block up to `timeout` seconds until the run has rows of `steps` steps (steps 0 … steps-1;
-        2: a line's first two points), or has ended; True when it has them."""
+        2: a line's first two points), or has ended; True when it has them. A run queued for a
+        worker (all busy, or none warm yet) returns at once: no record comes that soon."""
+        if self.pool is not None and self._started is None and self.pool.waiting(self) is not None:
+            return False
         deadline = time.perf_counter() + timeout
         while not (self._first_record.wait(0.01) and self._steps >= steps):
             if self._ended.is_set() or time.perf_counter() > deadline:

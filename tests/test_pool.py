@@ -89,6 +89,8 @@ def test_a_run_submitted_while_the_workers_start_waits_for_one_then_trains(isola
     try:
         handle = RunHandle.start(SCENARIO, SCENARIO.validate({"steps": 10}), RunStore(), pool=fresh)
         assert "warming up" in (handle.snapshot().waiting or ""), handle.snapshot().waiting
+        # The page's wait for the first records returns at once for a queued run (no record comes soon).
+        assert handle.wait_for_first_record(WAIT_S) is False and handle.snapshot().waiting
         assert handle.join(WAIT_S) and handle.snapshot().status == "finished", handle.snapshot()
     finally:
         fresh.shutdown()
