@@ -82,6 +82,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
         running = handle.running
+        if running and handle.snapshot(with_frame=False).waiting:
+            st.rerun()  # queued: no chart comes soon to redraw the page, so draw Run off (and Stop on) now
     if stop_col.button("Stop", key="stop", disabled=not running, use_container_width=True):
         handle.stop()
         handle.join(timeout=2.0)
