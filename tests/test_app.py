@@ -133,7 +133,6 @@ def test_auto_run_starts_the_new_setting_and_cancels_the_old_run() -> None:
     assert [r.config["depth"] for r in RunStore().list_runs()] == [12], "the superseded run is not stored"
 
 
-
 def test_opening_a_page_with_a_link_starts_nothing() -> None:
     """Opening a page is not a setting that moved: auto-run waits for one."""
     at = AppTest.from_function(scenario_page, args=("vanishing-gradients",), default_timeout=60)

@@ -1,6 +1,7 @@
 """The worker pool: runs train in warm worker processes, queue when every worker is busy, stop,
 survive a killed worker, and leave no process behind. Processes are counted among this
 test's own descendants only (other sessions on the machine run their own workers)."""
+import json
 import os
 import signal
 import subprocess
@@ -75,7 +76,6 @@ def test_a_worker_reports_the_machine_once_torch_is_imported_then_warms_up() -> 
     proc = subprocess.Popen([sys.executable, "-m", "explorer.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
-        import json
         first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
         assert first["kind"] == "machine" and first["machine"]["cpus"] >= 1, first
         assert second["kind"] == "ready" and second["machine"]["cpus"] == first["machine"]["cpus"], second
@@ -199,7 +199,6 @@ def test_a_distributed_page_starts_its_rank_processes_ahead_and_its_run_takes_th
     wait_until(lambda: not ranks_alive(tag), "every rank process to end with the pool")
 
 
-
 def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_is_warm(monkeypatch) -> None:
     """A DDP page read on a fresh server asks before any worker is ready (the page stops looking
     once the machine is known): the first warm worker starts them."""
@@ -213,6 +212,7 @@ def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_i
     finally:
         pool.shutdown()
     wait_until(lambda: not ranks_alive(tag), "every rank process to end with the pool")
+
 
 SERVER = """
 import signal, sys, time
