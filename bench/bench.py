@@ -23,15 +23,15 @@ os.environ.setdefault("EXPLORER_STORE", str(Path(tempfile.mkdtemp()) / "bench.sq
 
 import torch  # noqa: E402
 
-from engines.data import TeacherTask  # noqa: E402
-from engines.models import DeepMLP  # noqa: E402
-from engines.probes import LayerProbe  # noqa: E402
-from engines.runtime import configure  # noqa: E402
-from engines.training import log_every_for, supervised, train  # noqa: E402
-from explorer.pool import WorkerPool  # noqa: E402
-from explorer.runs import RunHandle  # noqa: E402
-from explorer.serving import save_result, stored_result  # noqa: E402
-from explorer.store import RunStore  # noqa: E402
+from engines.loop.probes import LayerProbe  # noqa: E402
+from engines.loop.runtime import configure  # noqa: E402
+from engines.loop.training import log_every_for, supervised, train  # noqa: E402
+from engines.supervised.data import TeacherTask  # noqa: E402
+from engines.supervised.models import DeepMLP  # noqa: E402
+from explorer.runs.handle import RunHandle  # noqa: E402
+from explorer.runs.pool import WorkerPool  # noqa: E402
+from explorer.runs.serving import save_result, stored_result  # noqa: E402
+from explorer.runs.store import RunStore  # noqa: E402
 from scenarios import all_scenarios  # noqa: E402
 from scenarios.vanishing_gradients import BATCH, N_CLASSES, N_FEATURES, Config  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Fit the vanishing-gradients cost model (`scenarios._vanishing_figures.step_seconds`) on this machine.
+"""Fit the vanishing-gradients cost model (`scenarios.vanishing_gradients.arm_seconds`) on this machine.
 
     python bench/calibrate.py
 
@@ -6,7 +6,7 @@ Trains one arm at several (depth, width) and two lengths (every step logged, and
 page's cadence of at most 100 logs), on one intra-op thread as a worker trains, and fits
 a run's seconds as steps·(k0 + k1·depth + k2·depth·width²) + logs·depth·k3 (the probes).
 Prints the fit and each measurement beside it; paste the constants into
-`scenarios/_vanishing_figures.py` when the machine is quiet. Not a test.
+`scenarios/vanishing_gradients/__init__.py` when the machine is quiet. Not a test.
 """
 import itertools
 import sys
@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engines.runtime import configure  # noqa: E402
+from engines.loop.runtime import configure  # noqa: E402
 from scenarios import get_scenario  # noqa: E402
 
 LENGTHS = (30, 400)  # every step logged; one step in four logged

@@ -39,10 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from explorer.pool import WorkerPool  # noqa: E402
-from explorer.processes import cpu_seconds, descendants, wait_quiet  # noqa: E402
-from explorer.runs import RunHandle  # noqa: E402
-from explorer.worker import SPARE_RANKS  # noqa: E402
+from explorer.runs.handle import RunHandle  # noqa: E402
+from explorer.runs.pool import WorkerPool  # noqa: E402
+from explorer.runs.processes import cpu_seconds, descendants, wait_quiet  # noqa: E402
+from explorer.runs.worker import SPARE_RANKS  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 
 CHROMIUM = os.environ.get("PLAYWRIGHT_CHROMIUM_EXECUTABLE", "/usr/bin/chromium")
@@ -66,7 +66,7 @@ new MutationObserver(() => {
     marks.served = performance.now();
   }
 }).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});"""
-# Charts are drawn only on screen or near it (explorer/chart.py): "drawn" is every chart in view drawn.
+# Charts are drawn only on screen or near it (explorer/view/chart.py): "drawn" is every chart in view drawn.
 IN_VIEW = """c => { const box = c.getBoundingClientRect(), main = document.querySelector('[data-testid="stMain"]');
   const area = main ? main.getBoundingClientRect() : {top: 0, bottom: innerHeight};
   return box.width > 0 && box.bottom > area.top && box.top < area.bottom; }"""

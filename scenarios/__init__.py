@@ -1,17 +1,17 @@
 """The scenario registry. `get_scenario(id)` is the front door for the page, the CLI and the API.
 
-Every module in this package except the shared ones (`base`, `plotting`) is a scenario
-module: importing the package imports each of them and registers every `Scenario`
-subclass it defines. Adding a scenario is adding one file; nothing here changes.
-Gallery order: the class attribute `order`, then the title.
+The modules at the top of this package are the shared contract (base, config, driver, records,
+claims, explanation, plotting, and the helpers every scenario may use). Every sub-package is one
+scenario: `scenarios/<name>/__init__.py` defines its `Scenario` subclass, and its other modules
+(figures, claims, launch helpers) belong to it alone. Importing this package imports each
+sub-package and registers the `Scenario` subclasses it defines. Adding a scenario is adding one
+folder; nothing here changes. Gallery order: the class attribute `order`, then the title.
 """
 import importlib
 import inspect
 import pkgutil
 
 from scenarios.base import ConfigError, RunResult, Scenario, ScenarioConfig
-
-SHARED_MODULES = {"base", "claims", "config", "driver", "explanation", "plotting", "records"}
 
 _REGISTRY: dict[str, Scenario] = {}
 
@@ -36,7 +36,7 @@ def all_scenarios() -> list[Scenario]:
 
 def _register_builtin() -> None:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name in SHARED_MODULES or info.name.startswith("_"):
+        if not info.ispkg:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -16,26 +16,23 @@ This module imports no torch: a scenario module imports its engines inside `phas
 so the UI process can import every scenario to draw its controls and figures.
 """
 import functools
-import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
 from pydantic import ValidationError
 
-from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
-from scenarios.explanation import Explanation
 from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_spec,
                               view_field)
+from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
+from scenarios.explanation import Explanation
 
 __all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Machine", "Run", "RunResult",
            "STATUSES", "Scenario", "ScenarioConfig", "in_turn", "shown_by", "together", "view_field"]
 
 STATUSES = ("finished", "diverged", "stopped", "failed")
-_ENGINES = Path(__file__).resolve().parent.parent / "engines"
 
 
 # --- what a page needs to know before Run --------------------------------------------------
@@ -129,7 +126,7 @@ class Scenario:
         return None
 
     def rank_processes(self, config: ScenarioConfig) -> int:
-        """How many rank processes a run of `config` launches (engines.distributed); the page's
+        """How many rank processes a run of `config` launches (engines.distributed.launch); the page's
         pool starts that many ahead while the page is read."""
         return 0
 
@@ -167,8 +164,9 @@ class Scenario:
         return RunResult(frame, summary, run.events, status, time.perf_counter() - started)
 
     def code_version(self) -> str:
-        """Hash of the code a result depends on: engines/, the shared contract, the scenario's module."""
-        return _code_version(type(self).__module__)
+        """Hash of the code a result depends on: its folder, the shared contract, the engines it reaches."""
+        from scenarios.code_version import code_version
+        return code_version(type(self).__module__)
 
     def field_specs(self) -> dict[str, dict[str, Any]]:
         """Per field: type, default, bounds or choices, description — for widgets, CLI help and errors."""
@@ -178,37 +176,3 @@ class Scenario:
 @functools.cache
 def _field_specs(config_class: type[ScenarioConfig]) -> dict[str, dict[str, Any]]:
     return {name: field_spec(info) for name, info in config_class.model_fields.items()}
-
-
-@functools.cache
-def _code_version(module: str) -> str:
-    """Hashed once per process: it describes the code this process imported. All of engines/
-    (a worker may be started by name, not imported), the shared contract modules, the
-    scenario's module and the private helper modules (`scenarios/_*.py`) it imports."""
-    import sys
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    from scenarios import SHARED_MODULES
-    shared = [here / f"{name}.py" for name in sorted(SHARED_MODULES)]
-    files = sorted(_ENGINES.glob("*.py")) + shared + _with_helpers(Path(sys.modules[module].__file__))
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def _with_helpers(path: Path) -> list[Path]:
-    """`path` and the `scenarios._*` modules it imports, transitively (read from the source)."""
-    import ast
-    found, todo = [], [path]
-    while todo:
-        current = todo.pop()
-        if current in found:
-            continue
-        found.append(current)
-        for node in ast.walk(ast.parse(current.read_text())):
-            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            todo += [path.parent / (name.split(".")[1] + ".py") for name in names
-                     if name.startswith("scenarios._") and (path.parent / (name.split(".")[1] + ".py")).exists()]
-    return found

@@ -2,7 +2,7 @@
 
 A scenario's `phases` are lists of `Arm`s; `Run.drive` advances the arms of a phase side
 by side (one item each in turn) and the phases one after another. Every item an arm
-yields is a step (`engines.training.train` yields one per step), so Stop is checked after
+yields is a step (`engines.loop.training.train` yields one per step), so Stop is checked after
 every step of every arm, and progress is computed here, once, from each arm's `steps`
 and `cost`. A diverged arm ends with an event and a `diverged` row; a diverged `needed`
 arm (a teacher, the float model) ends the run. A `Note` item tells the sink what the run
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from engines.records import Diverged, Note, StepRecord
+from engines.loop.records import Diverged, Note, StepRecord
 
 COLUMNS = ["arm", "step", "metric", "value"]
 PROGRESS_EVERY_S = 0.1  # a sink hears about progress at most this often (and at the end)
@@ -44,7 +44,7 @@ Item = StepRecord | Diverged | Note | None | tuple[str, StepRecord | Diverged]
 
 @dataclass
 class Arm:
-    """A named stream of records: usually `engines.training.train(...)`, one item per step.
+    """A named stream of records: usually `engines.loop.training.train(...)`, one item per step.
 
     `steps` is how many items it will yield (`Note`s aside) and `cost` the relative time of one, for
     progress. A `needed` arm's result is used by later phases (a teacher, the float model):

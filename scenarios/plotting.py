@@ -101,7 +101,7 @@ class Figures(Mapping[str, go.Figure]):
 
     `figures(frame, config)` returns one: its names and their order are known at once, and a
     figure costs only when someone reads it. The page's live view reads the two to four charts in
-    view of a page of five to ten (explorer/live.py); the final view, the exports and the tests
+    view of a page of five to ten (explorer/view/live.py); the final view, the exports and the tests
     read them all, as from a dict. A value is a function that builds the figure, or a figure.
     """
 
@@ -223,6 +223,16 @@ def curves_figure(records: Records, colors: dict[str, str], metric: str, *, titl
                       annotation_position="bottom right")
     log = spans_decades(shown) if log_y is None else log_y
     return layout(fig, title, x_title, y_title + (" (log scale)" if log else ""), log_y=log)
+
+
+def add_curve(fig: go.Figure, records: Records, arm: str, metric: str, name: str, color: str, *,
+              dash: str = "solid", label: str | None = None, **kwargs) -> None:
+    """One metric of one arm over steps (nothing while it has no points); hover names the curve, the
+    step and the value."""
+    points = records.series(arm, metric)
+    if len(points):
+        fig.add_scatter(x=points.index, y=points.to_numpy(), mode="lines", name=name, line=dict(color=color, dash=dash),
+                        hovertemplate=f"{label or name}<br>step %{{x}}<br>{metric} %{{y:.4g}}<extra></extra>", **kwargs)
 
 
 def profile_figure(records: Records, colors: dict[str, str], prefix: str, *, title: str, y_title: str,

@@ -1,8 +1,8 @@
 """Rank processes a test started, however deep (a CLI's, a page worker's), and no one else's.
 
-Other runs on the machine (other test sessions, a page) start `engines.dist_worker` too, so
+Other runs on the machine (other test sessions, a page) start `engines.distributed.worker` too, so
 counting them by name machine-wide fails whenever one is running. A test instead puts a
-fresh tag in its environment; every process it starts inherits it (engines.distributed
+fresh tag in its environment; every process it starts inherits it (engines.distributed.launch
 passes the environment on), orphans included, and only processes carrying the tag count.
 """
 import uuid
@@ -17,7 +17,7 @@ def tag_environment(monkeypatch) -> str:
 
 
 def ranks_alive(tag: str) -> list[int]:
-    """Process ids of live rank processes (`engines.dist_worker`, or a spare waiting to be one) that carry `tag`."""
+    """Process ids of live rank processes (`engines.distributed.worker`, or a spare waiting to be one) that carry `tag`."""
     marker = f"EXPLORER_TEST_TAG={tag}".encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -25,7 +25,7 @@ def ranks_alive(tag: str) -> list[int]:
             continue
         try:
             command = (entry / "cmdline").read_bytes()
-            if b"engines.dist_worker" not in command and b"engines.spare_rank" not in command:
+            if b"engines.distributed.worker" not in command and b"engines.distributed.spare_rank" not in command:
                 continue
             if marker in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))

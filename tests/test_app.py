@@ -15,7 +15,7 @@ from tests.test_url import shown
 
 
 def scenario_page(scenario_id: str) -> None:
-    from explorer.pages import render_scenario
+    from explorer.page.pages import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario(scenario_id))
 
@@ -29,7 +29,7 @@ def open_page(scenario_id: str = "vanishing-gradients", function=scenario_page, 
         assert time.time() < deadline, "the workers never reported"
         time.sleep(0.3)
         at.run()
-    from explorer.session import worker_pool
+    from explorer.page.session import worker_pool
     assert worker_pool().wait_ready(120), "the workers never warmed up"  # a run would queue until then
     return at
 
@@ -78,8 +78,8 @@ def test_home_lists_every_scenario_with_a_link() -> None:
     titles = [link.proto.label for link in at.get("page_link")]
     assert all(f"**{s.title}**" in titles for s in all_scenarios()), "each card's title links to its page"
     assert any("Why do deep sigmoid networks" in m.value for m in at.markdown)
-    from explorer.pictures import picture_runs
-    from explorer.session import run_store
+    from explorer.page.pictures import picture_runs
+    from explorer.page.session import run_store
     for scenario in all_scenarios():  # the picture run an empty store starts: not this test's business
         handle = picture_runs(str(run_store().path)).run_of(scenario)
         if handle is not None:
@@ -129,7 +129,7 @@ def test_auto_run_starts_the_new_setting_and_cancels_the_old_run() -> None:
     assert first.join(10) and first.snapshot().status == "stopped", "the old config's run was cancelled"
     at.button(key="stop").click().run()
     assert second.join(10) and progress_text(at).startswith("Stopped")
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     assert [r.config["depth"] for r in RunStore().list_runs()] == [12], "the superseded run is not stored"
 
 
@@ -193,7 +193,7 @@ class Sleepy(Viewy):
 
 
 def custom_page(scenario_id: str) -> None:
-    from explorer.pages import render_scenario
+    from explorer.page.pages import render_scenario
     from tests import test_app, test_runs
     render_scenario({"boom": test_runs.Boom, "picky": test_runs.Picky, "viewy": test_app.Viewy,
                      "sleepy": test_app.Sleepy}[scenario_id]())
@@ -212,7 +212,7 @@ def test_a_config_this_machine_cannot_run_is_refused_before_run() -> None:
     assert [shown(e.value) for e in at.sidebar.error] == ["This needs 8 GPUs and the machine has none."]
     assert at.button(key="run").disabled, "Run is off for a refused config"
     assert any("this machine cannot run these settings" in c.value for c in at.caption)
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     assert RunStore().count() == 0
 
 
@@ -225,7 +225,7 @@ def test_a_view_field_redraws_the_same_records_without_a_run() -> None:
     at.sidebar.selectbox(key="viewy.scale").set_value("log").run()
     assert at.session_state["run:viewy"] is handle and handle.config.scale == "log", "no new run for a view field"
     assert charts(at)["loss"]["layout"]["yaxis"]["type"] == "log", "the same records, drawn with the new config"
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     assert [r.run_id for r in RunStore().list_runs()] == [stored]
 
 
@@ -237,7 +237,7 @@ def test_stop_before_the_first_record_stores_nothing() -> None:
     at.button(key="stop").click().run()
     assert handle.join(10) and handle.snapshot().status == "stopped"
     assert "not stored" in progress_text(at)
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     assert RunStore().count() == 0
 
 
@@ -246,8 +246,8 @@ def test_a_failing_rank_shows_its_message_on_the_page(monkeypatch) -> None:
     """DDP vs FSDP: rank 1 raises; the page says which rank and why, and no rank is left."""
     import os
 
-    from explorer.processes import descendants
-    from explorer.session import worker_pool
+    from explorer.page.session import worker_pool
+    from explorer.runs.processes import descendants
     monkeypatch.setenv("EXPLORER_DIST_FAIL_RANK", "1")
     worker_pool.clear()  # workers of their own, started with the variable set
     try:
@@ -261,8 +261,8 @@ def test_a_failing_rank_shows_its_message_on_the_page(monkeypatch) -> None:
     errors = [shown(e.value) for e in at.error]
     assert any("rank 1 of 2 failed (exit code 1): RuntimeError: injected failure on rank 1" in e for e in errors), errors
     assert progress_text(at).startswith("Failed")
-    ranks = [pid for pid in descendants(os.getpid()) if "engines.dist_worker" in _cmdline(pid)
-             or "engines.spare_rank" in _cmdline(pid)]
+    ranks = [pid for pid in descendants(os.getpid()) if "engines.distributed.worker" in _cmdline(pid)
+             or "engines.distributed.spare_rank" in _cmdline(pid)]
     assert not ranks, f"rank processes left: {ranks}"
 
 
@@ -278,8 +278,8 @@ def test_the_status_line_counts_steps_per_arm() -> None:
     """A teacher trained 400 steps and students 300: "up to 400 steps", not "after 400 steps"."""
     import pandas as pd
 
-    from explorer.live import status_line
-    from explorer.runs import Snapshot
+    from explorer.runs.handle import Snapshot
+    from explorer.view.live import status_line
     rows = [("teacher", s, "loss", 1.0) for s in range(400)] + [("T=4", s, "loss", 1.0) for s in range(300)]
     uneven = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(uneven, "finished", 1.0, [], None, 2.0, "abc")).startswith(
@@ -289,7 +289,7 @@ def test_the_status_line_counts_steps_per_arm() -> None:
 
 
 def test_a_pages_figures_are_warmed_once_per_process_in_a_thread_that_ends() -> None:
-    from explorer.session import warm_figures
+    from explorer.page.session import warm_figures
     first = warm_figures("dead-relu")
     first.join(timeout=120)
     assert not first.is_alive(), "the warm-up thread ends once the figures are built"

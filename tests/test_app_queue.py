@@ -1,7 +1,7 @@
 """A scenario page under AppTest while every worker is busy: a pressed run queues, and says so."""
-from explorer.runs import RunHandle
-from explorer.session import worker_pool
-from explorer.store import RunStore
+from explorer.page.session import worker_pool
+from explorer.runs.handle import RunHandle
+from explorer.runs.store import RunStore
 from scenarios import get_scenario
 from tests.test_app import open_page, progress_text
 

@@ -4,8 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from scenarios import SHARED_MODULES
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,22 +36,92 @@ def test_scenarios_import_no_streamlit(path: Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-def test_scenarios_import_no_other_scenario() -> None:
-    """A scenario module imports the shared contract and helpers, never another scenario.
-    Modules named `_something.py` are private helpers (figures, text), not scenarios."""
-    shared = SHARED_MODULES | {"__init__"}
-    scenario_modules = {p.stem for p in files("scenarios") if not p.stem.startswith("_")} - shared
-    for path in files("scenarios"):
-        if path.stem in shared or path.stem.startswith("_"):
+SCENARIO_PACKAGES = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/__init__.py"))
+
+
+def scenario_package_of(module: str) -> str | None:
+    """`scenarios.<package>…` -> package, for a scenario package; None for the shared contract."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "scenarios" and parts[1] in SCENARIO_PACKAGES else None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every dotted module a file imports, with `from pkg import name` counted as pkg.name too."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("package", SCENARIO_PACKAGES)
+def test_a_scenario_folder_imports_no_other_scenario(package: str) -> None:
+    """A scenario's folder imports the shared contract and its own modules, never another scenario's."""
+    for path in sorted((ROOT / "scenarios" / package).rglob("*.py")):
+        others = {scenario_package_of(name) for name in imported_names(path)} - {None, package}
+        assert not others, f"{path.relative_to(ROOT)} imports the scenario folder(s) {sorted(others)}"
+
+
+def test_the_shared_contract_imports_no_scenario() -> None:
+    """The modules at the top of scenarios/ are below every scenario: none imports one."""
+    for path in sorted((ROOT / "scenarios").glob("*.py")):
+        others = {scenario_package_of(name) for name in imported_names(path)} - {None}
+        assert not others, f"{path.relative_to(ROOT)} imports the scenario folder(s) {sorted(others)}"
+
+
+def test_every_scenario_is_a_folder_and_every_folder_a_scenario() -> None:
+    """scenarios/<name>/__init__.py defines exactly one registered Scenario; no helper lies loose."""
+    import scenarios
+    from scenarios.base import Scenario
+    modules = {type(s).__module__ for s in scenarios.all_scenarios()}
+    assert modules == {f"scenarios.{p}" for p in SCENARIO_PACKAGES}, sorted(modules)
+    loose = [p.name for p in (ROOT / "scenarios").glob("_*.py") if p.name != "__init__.py"]
+    assert not loose, f"helper modules loose at the top of scenarios/: {loose}"
+    for package in SCENARIO_PACKAGES:
+        module = __import__(f"scenarios.{package}", fromlist=["_"])
+        defined = [c for c in vars(module).values()
+                   if isinstance(c, type) and issubclass(c, Scenario) and c.__module__ == module.__name__]
+        assert len(defined) == 1, f"scenarios/{package}/__init__.py defines {len(defined)} scenarios"
+
+
+# Within explorer/, each group imports only the groups listed for it (and the modules at the top):
+# runs <- view <- exports <- cli, page. Nothing below imports what is above it.
+EXPLORER_GROUPS = {"runs": set(), "view": {"runs"}, "exports": {"runs", "view"},
+                   "cli": {"runs", "view", "exports"}, "page": {"runs", "view", "exports"}}
+
+
+@pytest.mark.parametrize("group", sorted(EXPLORER_GROUPS))
+def test_explorer_groups_import_one_way(group: str) -> None:
+    allowed = EXPLORER_GROUPS[group] | {group}
+    for path in sorted((ROOT / "explorer" / group).rglob("*.py")):
+        groups = {name.split(".")[1] for name in imported_names(path)
+                  if name.startswith("explorer.") and name.split(".")[1] in EXPLORER_GROUPS}
+        assert groups <= allowed, f"{path.relative_to(ROOT)} imports explorer groups {sorted(groups - allowed)}"
+
+
+def test_the_loop_is_the_floor_of_the_engines() -> None:
+    """engines/loop/ (the loop, probes, records) imports no other engine group: every group builds on it."""
+    for path in sorted((ROOT / "engines" / "loop").rglob("*.py")):
+        other = {name for name in imported_names(path) if name.startswith("engines.")
+                 and not name.startswith("engines.loop")}
+        assert not other, f"{path.relative_to(ROOT)} imports {sorted(other)}"
+
+
+def test_the_modules_at_the_top_of_explorer_import_no_group() -> None:
+    """explorer/*.py (the version, plain text, the glossary's data, `python -m explorer`) sit under the groups,
+    but for __main__, which starts the command line."""
+    for path in sorted((ROOT / "explorer").glob("*.py")):
+        if path.name == "__main__.py":
             continue
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scenarios."):
-                other = node.module.split(".")[1]
-                assert other not in scenario_modules, f"{path.name} imports scenario {other}"
+        groups = {name.split(".")[1] for name in imported_names(path)
+                  if name.startswith("explorer.") and name.split(".")[1] in EXPLORER_GROUPS}
+        assert not groups, f"{path.relative_to(ROOT)} imports explorer groups {sorted(groups)}"
 
 
-WORKER_MODULES = ("__main__", "worker")  # explorer/worker.py is the worker process's entry: it trains
+WORKER_MODULES = ("__main__", "worker")  # explorer/runs/worker.py is the worker process's entry: it trains
 
 
 @pytest.mark.parametrize("path", [p for p in files("explorer") if p.stem not in WORKER_MODULES] + [ROOT / "app.py"],
@@ -63,7 +131,8 @@ def test_ui_modules_import_no_torch(path: Path) -> None:
     assert "torch" not in imported_modules(path), f"{path.relative_to(ROOT)} imports torch"
 
 
-UI_MODULES = sorted(f"explorer.{p.stem}" for p in (ROOT / "explorer").glob("*.py") if p.stem not in WORKER_MODULES)
+UI_MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                    for p in files("explorer") if p.stem not in WORKER_MODULES)
 
 
 def test_ui_modules_load_no_torch_in_a_fresh_interpreter() -> None:
@@ -80,7 +149,7 @@ def test_ui_modules_load_no_torch_in_a_fresh_interpreter() -> None:
 
 
 def test_importing_a_module_sets_no_thread_count() -> None:
-    """No module sets torch's thread count at import: whoever trains does (engines.runtime)."""
+    """No module sets torch's thread count at import: whoever trains does (engines.loop.runtime)."""
     offenders = [p.relative_to(ROOT) for p in files("engines") + files("scenarios") + files("explorer")
                  if "set_num_threads" in p.read_text() and p.name != "runtime.py"]
     assert not offenders, offenders
@@ -93,11 +162,24 @@ def test_files_stay_under_300_lines(path: Path) -> None:
     assert lines <= 300, f"{path.relative_to(ROOT)} has {lines} lines; split it (STYLE.md: ~300)"
 
 
-@pytest.mark.parametrize("path", [p for p in files("scenarios") if not p.stem.startswith("_")
-                                  and p.stem not in SHARED_MODULES | {"__init__"}],
-                         ids=lambda p: p.name)
-def test_a_scenario_module_is_glue(path: Path) -> None:
-    """A scenario that reuses the engines is a Config, its arms and its claims: ≤ 180 lines
-    (figures may live in its private `_<name>_figures.py`)."""
-    lines = len(path.read_text().splitlines())
-    assert lines <= 180, f"{path.name} has {lines} lines"
+TEMPLATE = "vanishing_gradients"  # the scenario a newcomer copies: glue over the engines
+TEMPLATE_LINES = 180
+# A scenario's whole folder is its honest cost (its module, figures, claims, launch helpers).
+FOLDER_LINES = 950
+
+
+def folder_lines(package: str) -> int:
+    return sum(len(p.read_text().splitlines()) for p in (ROOT / "scenarios" / package).rglob("*.py"))
+
+
+def test_the_template_scenario_is_glue() -> None:
+    """The folder a newcomer copies is a Config, its arms, its claims and its figures: ≤ 180 lines in all."""
+    lines = folder_lines(TEMPLATE)
+    assert lines <= TEMPLATE_LINES, f"scenarios/{TEMPLATE}/ has {lines} lines"
+
+
+@pytest.mark.parametrize("package", SCENARIO_PACKAGES)
+def test_a_scenario_folder_stays_within_its_budget(package: str) -> None:
+    """Past the budget a folder is doing an engine's job (STYLE.md): move the work into engines/."""
+    lines = folder_lines(package)
+    assert lines <= FOLDER_LINES, f"scenarios/{package}/ has {lines} lines (budget {FOLDER_LINES})"

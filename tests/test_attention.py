@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engines.attention import SelfAttention, score_sweep, softmax_probe, written_attention
-from engines.retrieval import QUERIES, HeadsArm, LookupTask, LookupTransformer, train_heads_arm
+from engines.sequence.attention import SelfAttention, score_sweep, softmax_probe, written_attention
+from engines.sequence.retrieval import QUERIES, HeadsArm, LookupTask, LookupTransformer, train_heads_arm
 from scenarios import get_scenario
-from scenarios._attention_figures import SWEEP
 from scenarios.attention import DIMS
+from scenarios.attention.figures import SWEEP
 from scenarios.records import Records
 
 SCENARIO = get_scenario("attention")

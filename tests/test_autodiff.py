@@ -5,10 +5,10 @@ Transfer thresholds were calibrated on seeds 0-4 (ranges in the comments)."""
 import pytest
 import torch
 
-from engines.autodiff import (TinyNet, autodiff_records, by_hand, chain_records, check_records, graph_records,
+from engines.loop.records import StepRecord
+from engines.supervised.autodiff import (TinyNet, autodiff_records, by_hand, chain_records, check_records, graph_records,
                               module_records, walk_graph)
-from engines.records import StepRecord
-from engines.transfer import ARMS, Transfer
+from engines.supervised.transfer import ARMS, Transfer
 
 HIDDEN = 3
 

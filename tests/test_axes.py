@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from explorer.look import polish
+from explorer.view.look import polish
 from scenarios import all_scenarios
 from scenarios.plotting import is_own_log_ticks, layout, log_ticks, tick_text
 from tests.tiny_runs import tiny_frame

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from engines.clipping import Clipper, clip_arm
-from engines.gradient_noise import batch_arm, make_model, noise_records, per_example_grads
-from engines.records import Diverged
+from engines.loop.records import Diverged
+from engines.supervised.clipping import Clipper, clip_arm
+from engines.supervised.gradient_noise import batch_arm, make_model, noise_records, per_example_grads
 from scenarios import get_scenario
 from scenarios.records import Records
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from explorer import __version__
-from explorer.cli import main
-from explorer.cli_output import finite
-from explorer.exports import plotlyjs_name
-from explorer.store import RunStore
+from explorer.cli.main import main
+from explorer.cli.output import finite
+from explorer.exports.files import plotlyjs_name
+from explorer.runs.store import RunStore
 from tests.descendants import ranks_alive, tag_environment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def test_a_bad_explorer_store_exits_2_with_one_line(tmp_path, capsys, monkeypatc
 
 FRESH = """
 import sys
-from explorer.cli import main
+from explorer.cli.main import main
 codes = [main(argv) for argv in {argvs!r}]
 print(codes, 'torch' in sys.modules, 'scenarios' in sys.modules)
 """
@@ -199,11 +199,11 @@ def test_json_output_is_strict() -> None:
 
 
 def test_a_full_disk_after_training_is_one_line_and_keeps_the_run(tmp_path, capsys, monkeypatch) -> None:
-    import explorer.exports
+    import explorer.exports.files
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(explorer.exports, "write_run", full)
+    monkeypatch.setattr(explorer.exports.files, "write_run", full)
     assert main(["run", SCENARIO, *TINY, "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: could not write the results") and "No space left on device" in err[-1], err
@@ -212,7 +212,7 @@ def test_a_full_disk_after_training_is_one_line_and_keeps_the_run(tmp_path, caps
 
 def test_ctrl_c_stops_the_run_stores_it_as_stopped_and_exits_130(capsys, monkeypatch) -> None:
     """The first Ctrl-C asks the run to stop (the sink's stop_requested); the driver stops after the step."""
-    from explorer.cli_run import ProgressBar
+    from explorer.cli.run import ProgressBar
     progress, handler = ProgressBar.progress, signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job
 
     def press_ctrl_c_once(bar, fraction):
@@ -283,3 +283,10 @@ def test_a_failing_rank_ends_the_run_with_its_message(monkeypatch) -> None:
     alive = ranks_alive(tag)  # this test's own ranks: others may run elsewhere on the machine
     assert not alive, f"rank processes left: {alive}"
 
+
+
+def test_the_command_lines_statuses_are_the_scenarios() -> None:
+    """`runs --status` offers exactly the statuses a run can end with (scenarios.base.STATUSES)."""
+    from explorer.cli.main import STATUSES
+    from scenarios.base import STATUSES as RUN_STATUSES
+    assert STATUSES == RUN_STATUSES

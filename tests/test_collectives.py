@@ -8,11 +8,11 @@ descendants only (tests/descendants.py).
 """
 import pytest
 
-from engines.collectives import ring_bytes
+from engines.distributed.collectives import ring_bytes
 from scenarios import get_scenario
-from scenarios._collectives_figures import count, max_error, per_rank
-from scenarios._collectives_run import OPS, TRANSITIONS
 from scenarios.base import ConfigError, Machine
+from scenarios.collectives.figures import count, max_error, per_rank
+from scenarios.collectives.launch import OPS, TRANSITIONS
 from scenarios.records import Records
 from tests.descendants import ranks_alive, tag_environment
 from tests.tiny_runs import tiny_result

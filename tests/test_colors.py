@@ -4,10 +4,10 @@ categories have a palette no arm uses; an overlaid run's traces never look like 
 import pandas as pd
 import pytest
 
-from explorer.compare import Overlay
-from explorer.overlay import arm_of
-from explorer.runs import Snapshot
-from explorer.view import build_view
+from explorer.runs.handle import Snapshot
+from explorer.view.compare import Overlay
+from explorer.view.content import build_view
+from explorer.view.overlay import arm_of
 from scenarios import all_scenarios
 from scenarios.plotting import CATEGORY_COLORS, arm_colors, palette_color
 from tests.tiny_runs import tiny_frame
@@ -131,7 +131,7 @@ def test_an_overlaid_trace_never_looks_like_a_current_one(scenario) -> None:
 
 def test_an_overlaid_arm_never_takes_a_colour_another_arm_holds() -> None:
     import plotly.graph_objects as go
-    from explorer.overlay import merge_traces
+    from explorer.view.overlay import merge_traces
     current = go.Figure(go.Scatter(x=[0, 1], y=[1, 2], name="a", line=dict(color="#d62728")))
     stored = go.Figure(go.Scatter(x=[0, 1], y=[3, 4], name="b", line=dict(color="#d62728")))  # a hash collision
     assert merge_traces(current, stored, "lr=0.1", "r1", ["b"], ["a"])

@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.compare import (Overlay, differences, final_values, isolation_figure, isolation_table, overlay_frame,
+from explorer.page.url import config_query
+from explorer.runs.store import RunStore
+from explorer.view.compare import (Overlay, differences, final_values, isolation_figure, isolation_table, overlay_frame,
                               short_label, shows)
-from explorer.view import build_view
-from explorer.store import RunStore
-from explorer.url import config_query
+from explorer.view.content import build_view
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
 from tests.test_app import progress_text
@@ -77,7 +77,7 @@ class StaticRun:
         self.config, self.frame = config, frame
 
     def snapshot(self):
-        from explorer.runs import Snapshot
+        from explorer.runs.handle import Snapshot
         return Snapshot(self.frame, "finished", 1.0, [], None, 0.0, None)
 
 
@@ -89,7 +89,7 @@ def save_tiny(overrides: dict) -> str:
 
 
 def scenario_page() -> None:
-    from explorer.scenario_page import render_scenario
+    from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario("vanishing-gradients"))
 
@@ -123,7 +123,7 @@ def test_overlay_and_isolation_on_the_page() -> None:
 def test_axis_decisions_include_the_overlay() -> None:
     """A 170-nat stored run drawn on a log axis by its own figure makes the merged axis log; a fixed
     range grows to hold the overlay; the legend groups each run under a title."""
-    from explorer.overlay import group_current, merge_traces
+    from explorer.view.overlay import group_current, merge_traces
     from scenarios.plotting import curves_figure
     from scenarios.records import Records
     calm = frame_of([("relu", s, "loss", 0.7 - 0.01 * s) for s in range(5)])

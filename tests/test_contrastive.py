@@ -12,11 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engines.contrastive import (alignment, cosine_similarities, hardest_negative_weight, info_nce, ridge_probe,
+from engines.supervised.contrastive import (alignment, cosine_similarities, hardest_negative_weight, info_nce, ridge_probe,
                                  uniformity)
 from scenarios import get_scenario
-from scenarios._contrastive_figures import RAW, optimum_sentence
 from scenarios.base import COLUMNS
+from scenarios.contrastive.figures import RAW, optimum_sentence
 from scenarios.records import Records
 
 SCENARIO = get_scenario("contrastive")

@@ -12,10 +12,10 @@ import time
 import pytest
 import torch
 
-from engines.distributed import RankFailed, launch
-from engines.memory_model import PRECISIONS, model_states, zero_paper_example
+from engines.distributed.launch import RankFailed, launch
+from engines.distributed.memory_model import PRECISIONS, model_states, zero_paper_example
 from scenarios import get_scenario
-from scenarios._memory_timeline import timeline_of, trace_of
+from scenarios.ddp_fsdp_memory.timeline import timeline_of, trace_of
 from tests.descendants import ranks_alive, tag_environment
 
 SCENARIO = get_scenario("ddp-fsdp-memory")
@@ -207,7 +207,7 @@ def test_gpu_path_reports_allocated_and_reserved() -> None:
 
 @pytest.mark.slow
 def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> None:
-    """`torchrun -m engines.dist_worker --out DIR` on 2 local ranks; the scenario draws DIR."""
+    """`torchrun -m engines.distributed.worker --out DIR` on 2 local ranks; the scenario draws DIR."""
     import json
     import sys
     from pathlib import Path
@@ -215,7 +215,7 @@ def test_torchrun_entry_point_writes_a_result_the_page_can_draw(tmp_path) -> Non
            "batch": 2, "seq_len": 8, "steps": 2, "lr": 1e-3, "optimizer": "adam", "timeline": True, "device": "cpu"}
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "engines.dist_worker", "--job", json.dumps(job), "--out", str(tmp_path)],
+                           "-m", "engines.distributed.worker", "--job", json.dumps(job), "--out", str(tmp_path)],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank_00.jsonl", "rank_01.jsonl"]
@@ -277,7 +277,7 @@ def test_a_launch_leaves_spare_ranks_that_the_next_takes_and_that_end_with_their
     """Where EXPLORER_SPARE_RANKS is set (the page's workers), the ranks of the next run are
     started ahead with torch imported; the next launch runs on them, and a spare whose stdin
     closes (its launcher went away) exits by itself."""
-    from engines import distributed
+    from engines.distributed import launch as distributed
     monkeypatch.setenv(distributed.SPARES_VARIABLE, "2")
     try:
         first = [r for r in launch(JOB, 2) if r]

@@ -8,7 +8,8 @@ import stat
 import pytest
 import torch
 
-from scenarios import _result_dir, get_scenario
+from engines.distributed import results as _result_dir
+from scenarios import get_scenario
 from scenarios.base import ConfigError, Machine
 from tests.descendants import ranks_alive, tag_environment
 

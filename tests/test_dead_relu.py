@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engines.dead_relu import ActivationMLP, RegressionTask, born_dead_probability, census, constant_prefixes
+from engines.supervised.dead_relu import ActivationMLP, RegressionTask, born_dead_probability, census, constant_prefixes
 from scenarios import get_scenario
 from scenarios.records import Records
 

@@ -1,6 +1,6 @@
 """The order a rank streams its records in: the page draws what arrives, so the measured step's
 memory is sent as soon as it is measured, not after the arm's last step."""
-from engines.distributed import launch
+from engines.distributed.launch import launch
 from tests.descendants import ranks_alive, tag_environment
 
 JOB = {"strategies": ["ddp"], "seed": 0, "vocab": 64, "hidden": 16, "layers": 1, "heads": 4, "batch": 2, "seq_len": 8,

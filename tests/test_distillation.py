@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engines.distill import soft_cross_entropy, soft_loss, soft_targets
+from engines.supervised.distill import soft_cross_entropy, soft_loss, soft_targets
 from scenarios import get_scenario
-from scenarios._distillation_figures import soft_metric
+from scenarios.distillation.figures import soft_metric
 from scenarios.records import Records
 
 SCENARIO = get_scenario("distillation-temperature")
@@ -130,7 +130,7 @@ def test_explanation_reads_the_t_dependence_without_promising_an_optimum() -> No
 def test_the_teachers_own_training_is_the_first_figure_and_fills_in_before_any_student_trains() -> None:
     """The teacher trains first (a third of a default run): its loss curve leads the page, drawn from the
     teacher's records alone, and it falls; while only the teacher has trained, it is the figure with a curve."""
-    from explorer.chart import payload, shows_data
+    from explorer.view.chart import payload, shows_data
     config = SCENARIO.validate({"temperatures": "1,20", "teacher_steps": 60, "teacher_width": 32, "student_steps": 10})
     frame = SCENARIO.run(config).frame
     teacher_only = frame[frame["arm"] == "teacher"]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engines import dpo, dpo_tasks
+from engines.rl import dpo, dpo_tasks
 from scenarios import get_scenario
 
 SCENARIO = get_scenario("dpo-beta")

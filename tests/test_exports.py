@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
-from explorer.bundle import bundle_files, cli_command, config_hash, figure_pieces, stem, zip_bytes
-from explorer.cli import build_parser, parse_sets
-from explorer.exports import plotlyjs_name, standalone_html, write_figures
-from explorer.runs import RunHandle
-from explorer.view import View, build_view
+from explorer.cli.main import build_parser, parse_sets
+from explorer.exports.bundle import bundle_files, cli_command, config_hash, figure_pieces, stem, zip_bytes
+from explorer.exports.files import plotlyjs_name, standalone_html, write_figures
+from explorer.runs.handle import RunHandle
+from explorer.view.content import View, build_view
 from scenarios import get_scenario
 from scenarios.base import COLUMNS
 

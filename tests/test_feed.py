@@ -5,7 +5,7 @@ import time
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from explorer import feed
+from explorer.view import feed
 from tests.test_app import open_page, progress_text
 
 

@@ -10,8 +10,8 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from explorer.cli import main
-from explorer.url import parse_query
+from explorer.cli.main import main
+from explorer.page.url import parse_query
 from scenarios import all_scenarios
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 

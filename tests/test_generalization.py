@@ -8,9 +8,9 @@ import functools
 import pytest
 import torch
 
-from engines.generalization import DropoutMLP, EarlyStopping, SeededDropout
+from engines.supervised.generalization import DropoutMLP, EarlyStopping, SeededDropout
 from scenarios import get_scenario
-from scenarios._generalization_figures import DECAY, DROPOUT, NONE
+from scenarios.generalization.figures import DECAY, DROPOUT, NONE
 from scenarios.records import Records
 
 SCENARIO = get_scenario("generalization")

@@ -60,7 +60,7 @@ def test_coverage_counts_the_course_terms_with_evidence() -> None:
 
 def glossary_app() -> None:
     import streamlit as st
-    from explorer.pages import build_navigation
+    from explorer.page.pages import build_navigation
     st.navigation(build_navigation(default="glossary")).run()
 
 

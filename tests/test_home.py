@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.bench_times import DEFAULT_RUN_S, run_time, seconds_label
-from explorer.pictures import PictureRuns, key_figure, picture_source
-from explorer.pool import WorkerPool
-from explorer.serving import save_result
-from explorer.store import COMPLETE, RunStore
-from explorer.topics import TOPICS, by_topic, first_scenario
+from explorer.page.bench_times import DEFAULT_RUN_S, run_time, seconds_label
+from explorer.page.pictures import PictureRuns, key_figure, picture_source
+from explorer.page.topics import TOPICS, by_topic, first_scenario
+from explorer.runs.pool import WorkerPool
+from explorer.runs.serving import save_result
+from explorer.runs.store import COMPLETE, RunStore
 from scenarios import all_scenarios, get_scenario
 from tests.tiny_runs import tiny_result
 
@@ -22,7 +22,7 @@ SCENARIOS = all_scenarios()
 
 def home_app() -> None:
     import streamlit as st
-    from explorer.pages import build_navigation
+    from explorer.page.pages import build_navigation
     sections = build_navigation()
     st.session_state["sections"] = {name: [page.title for page in pages] for name, pages in sections.items()}
     st.navigation(sections, position="top").run()
@@ -102,8 +102,8 @@ def test_a_home_without_stored_runs_shows_placeholders_and_starts_one_picture_ru
     assert any("Training a tiny run" in c for c in found[start.id]["captions"])
     assert all(any("waits for the one before it" in c for c in found[s.id]["captions"])
                for s in SCENARIOS if s.id != start.id), "one picture run at a time"
-    from explorer.pictures import picture_runs
-    from explorer.session import run_store
+    from explorer.page.pictures import picture_runs
+    from explorer.page.session import run_store
     handle = picture_runs(str(run_store().path)).run_of(start)
     assert handle is not None and handle.config == start.validate(start.tiny)
     handle.stop(keep=False)  # the pool is the test process's: free it for the next test

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.hosts import LOCAL_HOSTS, LocalHostsOnly, host_allowed
+from explorer.page.hosts import LOCAL_HOSTS, LocalHostsOnly, host_allowed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,7 @@ def test_only_local_names_are_allowed(host, allowed) -> None:
 
 
 def test_the_config_lists_the_local_names() -> None:
-    """One list: Streamlit checks its websocket against it, explorer/hosts.py every request."""
+    """One list: Streamlit checks its websocket against it, explorer/page/hosts.py every request."""
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert tuple(config["server"]["allowedHosts"]) == LOCAL_HOSTS
     assert config["server"]["address"] == "localhost"

@@ -4,7 +4,7 @@ import math
 
 import plotly.graph_objects as go
 
-from explorer.line_controls import LineSettings, apply_lines, ema, is_curve
+from explorer.view.line_controls import LineSettings, apply_lines, ema, is_curve
 from scenarios.plotting import layout
 
 

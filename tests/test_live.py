@@ -5,8 +5,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from explorer import chart, feed, live
-from explorer.runs import Snapshot
+from explorer.runs.handle import Snapshot
+from explorer.view import chart, feed, live
 from scenarios import get_scenario
 
 

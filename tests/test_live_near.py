@@ -1,7 +1,7 @@
 """While a run goes on the live view builds only the charts in view (a page of seven shows two to
 four); the others keep what they showed or wait as placeholders; the final view builds them all."""
-from explorer import chart, feed, live
-from explorer.runs import Snapshot
+from explorer.runs.handle import Snapshot
+from explorer.view import chart, feed, live
 from scenarios import get_scenario
 from tests.test_live import Growing
 from tests.tiny_runs import tiny_result

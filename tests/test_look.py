@@ -4,7 +4,7 @@ page, quantities spanning decades sit on log axes, and hovering a line names its
 import plotly.graph_objects as go
 import pytest
 
-from explorer.look import polish
+from explorer.view.look import polish
 from scenarios import all_scenarios
 from tests.tiny_runs import tiny_frame
 

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from engines.lora import (FrozenBase, LowRankShiftTask, add_lora, delta_weight, lora_layer, lora_scale,
+from engines.supervised.lora import (FrozenBase, LowRankShiftTask, add_lora, delta_weight, lora_layer, lora_scale,
                           subspace_similarity, trainable_params)
 from scenarios import get_scenario
 from scenarios.base import Event

@@ -6,9 +6,9 @@ Training thresholds were calibrated on seeds 0-5 (ranges in the comments).
 import pytest
 import torch
 
-from engines import number_formats
-from engines.mixed_precision import Precision, Stepper, train_arm
-from engines.records import StepRecord
+from engines.loop.records import StepRecord
+from engines.numerics import number_formats
+from engines.numerics.mixed_precision import Precision, Stepper, train_arm
 from scenarios import get_scenario
 from scenarios.records import Records
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from engines.optimizers import idle_weight_arm, lambda_max, surface_arm, surface_fn
-from engines.records import Diverged, StepRecord
+from engines.loop.records import Diverged, StepRecord
+from engines.supervised.optimizers import idle_weight_arm, lambda_max, surface_arm, surface_fn
 from scenarios import get_scenario
-from scenarios._optimizers_figures import surface_values
+from scenarios.optimizers.figures import surface_values
 from scenarios.records import Records
 
 SCENARIO = get_scenario("optimizers")

@@ -33,8 +33,8 @@ def test_the_version_is_written_once() -> None:
 
 
 def test_tdx_is_the_cli_and_the_license_is_mit() -> None:
-    assert PYPROJECT["project"]["scripts"] == {"tdx": "explorer.cli:main"}
-    from explorer.cli import main
+    assert PYPROJECT["project"]["scripts"] == {"tdx": "explorer.cli.main:main"}
+    from explorer.cli.main import main
     assert callable(main)
     assert (ROOT / "LICENSE").read_text().startswith("MIT License") and PYPROJECT["project"]["license"] == "MIT"
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from explorer.pool import WorkerPool
-from explorer.processes import cpu_seconds, descendants, wait_quiet
-from explorer.runs import RunHandle
-from explorer.store import RunStore
+from explorer.runs.handle import RunHandle
+from explorer.runs.pool import WorkerPool
+from explorer.runs.processes import cpu_seconds, descendants, wait_quiet
+from explorer.runs.store import RunStore
 from scenarios import get_scenario
 from scenarios.base import Run, Scenario, ScenarioConfig
 
@@ -73,7 +73,7 @@ def test_a_worker_run_gives_the_records_of_the_headless_run(pool, isolated_store
 def test_a_worker_reports_the_machine_once_torch_is_imported_then_warms_up() -> None:
     """The page can check settings against the machine (and queue a run) ~2.5 s of CPU into a
     worker's start, not after the whole warm-up."""
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.worker"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "explorer.runs.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
         first, second = json.loads(proc.stdout.readline()), json.loads(proc.stdout.readline())
@@ -216,12 +216,14 @@ def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_i
 
 SERVER = """
 import signal, sys, time
-from explorer.pool import WorkerPool
+from explorer.runs.pool import WorkerPool
 pool = WorkerPool(size=2)
-pool.wait_ready(120)
-print(" ".join(map(str, pool.pids())), flush=True)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as `streamlit run` does: exit, atexit runs
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal (a background job ignores it)
+pool.wait_ready(120)
+# The handlers are in place before the test hears the pids: a signal sent at once is never lost
+# (a server started from a background job inherits SIGINT ignored until the line above).
+print(" ".join(map(str, pool.pids())), flush=True)
 time.sleep(600)
 """
 
@@ -242,7 +244,7 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
     """Workers that die before they are ready (here: a bad EXPLORER_TORCH_THREADS) are not
     restarted in a loop; the pool keeps the reason, a run submitted then fails with it, and the
     line beside Run says it instead of "Starting the workers" for ever."""
-    from explorer.scenario_page import run_note
+    from explorer.page.scenario_page import run_note
     pool = WorkerPool(size=1, env={"EXPLORER_TORCH_THREADS": "many"})
     try:
         wait_until(lambda: pool.failure() is not None, "the pool to give up")

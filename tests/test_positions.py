@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from engines.attention import rope_theta, rotate, sinusoidal
-from engines.positions import (IGNORE, PositionalTransformer, ShiftTask, equivariance_error, order_free_accuracy,
+from engines.sequence.attention import rope_theta, rotate, sinusoidal
+from engines.sequence.positions import (IGNORE, PositionalTransformer, ShiftTask, equivariance_error, order_free_accuracy,
                                rope_records)
 from scenarios import get_scenario
-from scenarios._positions_figures import LEARNED, LENGTH_PREFIX, NONE, ORDER_FREE, ROPE, SCHEMES, SINUSOIDAL
+from scenarios.positions.figures import LEARNED, LENGTH_PREFIX, NONE, ORDER_FREE, ROPE, SCHEMES, SINUSOIDAL
 from scenarios.records import Records
 
 SCENARIO = get_scenario("positions")

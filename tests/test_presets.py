@@ -48,7 +48,7 @@ def test_every_preset_is_a_complete_valid_config(scenario) -> None:
 
 
 def scenario_page(scenario_id: str) -> None:
-    from explorer.scenario_page import render_scenario
+    from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario(scenario_id))
 

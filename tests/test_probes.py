@@ -4,9 +4,9 @@ import math
 import torch
 from torch import nn
 
-from engines.models import DeepMLP
-from engines.probes import LayerProbe, layer_name
-from engines.training import _flatten
+from engines.loop.probes import LayerProbe, layer_name
+from engines.loop.training import _flatten
+from engines.supervised.models import DeepMLP
 
 
 def tiny_model() -> DeepMLP:

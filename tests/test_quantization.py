@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from engines.models import DeepMLP
-from engines.quantization import (Scheme, clamp_mask, fake_quantize, fake_quantize_by_hand, qparams,
+from engines.numerics.quantization import (Scheme, clamp_mask, fake_quantize, fake_quantize_by_hand, qparams,
                                   qparams_by_formula, quant_range, weight_error)
-from engines.quantized_mlp import rescale_channels
+from engines.numerics.quantized_mlp import rescale_channels
+from engines.supervised.models import DeepMLP
 from scenarios import get_scenario
 
 SCENARIO = get_scenario("quantization")

@@ -57,6 +57,24 @@ def test_tiny_run_yields_finite_long_records(scenario) -> None:
     assert summary["status"] == result.status
 
 
+TIMED = re.compile(r"(?:^|/)(?:seconds|step_time_ms|sent_bytes|received_bytes)$")  # the clock's and the kernel's, not the run's
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if not s.rank_processes(s.validate(s.tiny))], ids=lambda s: s.id)
+def test_the_same_config_gives_the_same_records_whatever_the_global_rng(scenario) -> None:
+    """Deterministic on CPU: every random draw of a run comes from its own seeded generator, so a
+    leftover global RNG state changes nothing but what the clock measures."""
+    import torch
+    frames = []
+    for global_seed in (123, 456):
+        torch.manual_seed(global_seed)
+        frame = scenario.run(scenario.tiny).frame
+        frames.append(frame[~frame["metric"].str.contains(TIMED)].reset_index(drop=True))
+    merged = frames[0].merge(frames[1], on=["arm", "step", "metric"], how="outer", suffixes=("", "_again"))
+    differ = merged[~((merged["value"] == merged["value_again"]) | (merged["value"].isna() & merged["value_again"].isna()))]
+    assert differ.empty, f"{scenario.id}: {len(differ)} records differ, e.g. {differ.head(3).to_dict('records')}"
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
 def test_every_figure_builds_from_partial_and_empty_frames(scenario) -> None:
     config = scenario.validate(scenario.tiny)

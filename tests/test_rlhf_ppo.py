@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from engines import dpo, rlhf, rlhf_worlds
-from engines.dpo_tasks import SequenceSetup, TabularTask, TinyLM, sequence_logps
-from engines.records import StepRecord
+from engines.loop.records import StepRecord
+from engines.rl import dpo, rlhf, rlhf_worlds
+from engines.rl.dpo_tasks import SequenceSetup, TabularTask, TinyLM, sequence_logps
 from scenarios import get_scenario
 
 SCENARIO = get_scenario("rlhf-ppo")

@@ -2,9 +2,9 @@
 a refused config stores nothing. (The pool's own behaviour: tests/test_pool.py.)"""
 import pytest
 
-from explorer.pool import WorkerPool
-from explorer.runs import RunHandle
-from explorer.store import RunStore
+from explorer.runs.handle import RunHandle
+from explorer.runs.pool import WorkerPool
+from explorer.runs.store import RunStore
 from scenarios import get_scenario
 from scenarios.base import ConfigError, Machine, Run, Scenario, ScenarioConfig
 

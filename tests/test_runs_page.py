@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.runs_page import run_row
-from explorer.store import RunStore
+from explorer.page.runs_page import run_row
+from explorer.runs.store import RunStore
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
 from tests.test_app import progress_text
@@ -23,7 +23,7 @@ def save(overrides: dict, status: str = "finished") -> str:
 
 def runs_app() -> None:
     import streamlit as st
-    from explorer.pages import build_navigation
+    from explorer.page.pages import build_navigation
     st.navigation(build_navigation(default="runs")).run()
 
 
@@ -123,7 +123,7 @@ def test_three_runs_open_compared_and_their_url_restores_the_comparison() -> Non
 
 
 def scenario_page() -> None:
-    from explorer.scenario_page import render_scenario
+    from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario("vanishing-gradients"))
 

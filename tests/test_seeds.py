@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.seeds import SeedGroup, add_bands, aggregate, banded_figures, seeds_for
-from explorer.session import start_or_load
-from explorer.store import RunStore
+from explorer.page.session import start_or_load
+from explorer.runs.store import RunStore
+from explorer.view.seeds import SeedGroup, add_bands, aggregate, banded_figures, seeds_for
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
 from tests.test_app import progress_text
@@ -75,7 +75,7 @@ def test_a_seed_group_runs_each_seed_through_the_run_manager_and_stores_it() -> 
 
 
 def scenario_page() -> None:
-    from explorer.scenario_page import render_scenario
+    from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario("vanishing-gradients"))
 

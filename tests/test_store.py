@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from explorer.store import SCHEMA_VERSION, RunStore, StoreError
+from explorer.runs.store import SCHEMA_VERSION, RunStore, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAME = pd.DataFrame({"arm": ["a", "a"], "step": [0, 1], "metric": ["loss", "loss"], "value": [0.7, 0.6]})
@@ -156,7 +156,7 @@ def test_a_bad_store_path_is_one_line_error(tmp_path, where) -> None:
 
 WRITER = textwrap.dedent("""
     import sys, pandas as pd
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     frame = pd.DataFrame({"arm": ["a"] * 500, "step": range(500), "metric": ["loss"] * 500, "value": [0.5] * 500})
     store = RunStore()
     for i in range(15):
@@ -179,9 +179,9 @@ def test_two_processes_write_at_once(isolated_store) -> None:
 
 KILLED = textwrap.dedent("""
     import time
-    from explorer.pool import WorkerPool
-    from explorer.runs import RunHandle
-    from explorer.store import RunStore
+    from explorer.runs.handle import RunHandle
+    from explorer.runs.pool import WorkerPool
+    from explorer.runs.store import RunStore
     from scenarios import get_scenario
     scenario = get_scenario("vanishing-gradients")
     handle = RunHandle.start(scenario, scenario.validate({"steps": 3000}), RunStore(), pool=WorkerPool(1))
@@ -209,20 +209,70 @@ def test_a_run_killed_midway_is_never_listed_as_complete(isolated_store) -> None
     assert store.lookup(scenario.id, config, scenario.code_version()) is None
 
 
-def test_a_scenarios_private_helpers_are_part_of_its_code_version(tmp_path) -> None:
-    """Stored results are keyed by the code that made them: the scenario module and the
-    `scenarios._*` helpers it imports (transitively), not unrelated ones."""
-    from scenarios.base import _with_helpers
-    (tmp_path / "mine.py").write_text("from scenarios._reads import x\nimport scenarios.plotting\n")
-    (tmp_path / "_reads.py").write_text("from scenarios._draws import y\nx = 1\n")
-    (tmp_path / "_draws.py").write_text("y = 2\n")
-    (tmp_path / "_unrelated.py").write_text("z = 3\n")
-    assert sorted(p.name for p in _with_helpers(tmp_path / "mine.py")) == ["_draws.py", "_reads.py", "mine.py"]
+VERSIONS = textwrap.dedent("""
+    import json, sys
+    from scenarios import get_scenario
+    print(json.dumps({name: get_scenario(name).code_version() for name in sys.argv[1:]}))
+""")
+SERVED = textwrap.dedent("""
+    import sys
+    from explorer.runs.serving import save_result, stored_result
+    from explorer.runs.store import RunStore
+    from scenarios import get_scenario
+    import pandas as pd
+    scenario = get_scenario(sys.argv[2])
+    config = scenario.validate({})
+    if sys.argv[1] == "save":
+        save_result(RunStore(), scenario, config, "finished", pd.DataFrame(columns=["arm", "step", "metric", "value"]),
+                    {}, [], 1.0)
+    print(stored_result(RunStore(), scenario, config) is not None)
+""")
+
+
+def test_an_edit_anywhere_in_a_scenarios_folder_or_its_engines_makes_its_stored_runs_stale(tmp_path) -> None:
+    """The code version hashes the scenario's whole folder and the engines it reaches (imported, or
+    started by module name): editing a helper in a copy of the code changes it, and the stored run is
+    no longer served; editing an engine the scenario never reaches changes nothing."""
+    import json
+    import shutil
+    copy = tmp_path / "code"
+    for package in ("scenarios", "engines", "explorer"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(copy), "EXPLORER_STORE": str(tmp_path / "runs.sqlite3")}
+    names = ["ddp-fsdp-memory", "rlhf-ppo", "vanishing-gradients"]
+
+    def versions() -> dict[str, str]:
+        out = subprocess.run([sys.executable, "-c", VERSIONS, *names], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def served(action: str, name: str) -> bool:
+        out = subprocess.run([sys.executable, "-c", SERVED, action, name], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip() == "True"
+
+    before = versions()
+    assert served("save", "ddp-fsdp-memory"), "a run just stored is served"
+    edits = [("scenarios/ddp_fsdp_memory/launch.py", {"ddp-fsdp-memory"}),   # a helper, reached through `import ... as`
+             ("scenarios/rlhf_ppo/figures.py", {"rlhf-ppo"}),
+             ("engines/distributed/worker.py", {"ddp-fsdp-memory"}),          # started as `python -m`, never imported
+             ("engines/rl/dpo.py", {"rlhf-ppo"}),                             # reached through another engine
+             ("scenarios/records.py", set(names))]                           # the shared contract: every scenario
+    for path, affected in edits:
+        with open(copy / path, "a") as f:
+            f.write("# an edit\n")
+        after = versions()
+        changed = {name for name in names if after[name] != before[name]}
+        assert changed == affected, f"editing {path} changed the versions of {sorted(changed)}, not {sorted(affected)}"
+        before = after
+    assert not served("look", "ddp-fsdp-memory"), "a run stored before its helpers changed is still served"
 
 
 OPENER = textwrap.dedent("""
     import sys, time
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # all start together
     RunStore()
 """)

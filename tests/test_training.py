@@ -1,10 +1,10 @@
 """The instrumented loop: deterministic, divergence as a result, hooks cleaned up."""
 import torch
 
-from engines.data import TeacherTask
-from engines.models import DeepMLP
-from engines.probes import LayerProbe
-from engines.training import Diverged, StepRecord, log_every_for, supervised, train
+from engines.loop.probes import LayerProbe
+from engines.loop.training import Diverged, StepRecord, log_every_for, supervised, train
+from engines.supervised.data import TeacherTask
+from engines.supervised.models import DeepMLP
 from scenarios import get_scenario
 
 
@@ -106,9 +106,9 @@ def test_window_averages_the_objective_metrics_between_logs() -> None:
 
 
 def test_importing_the_loop_changes_no_thread_count() -> None:
-    """Importing engines.training leaves torch's thread count to whoever trains."""
+    """Importing engines.loop.training leaves torch's thread count to whoever trains."""
     import subprocess
     import sys
-    code = ("import torch; before = torch.get_num_threads(); import engines.training; "
+    code = ("import torch; before = torch.get_num_threads(); import engines.loop.training; "
             "assert torch.get_num_threads() == before, (before, torch.get_num_threads())")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=__import__("pathlib").Path(__file__).parents[1])

@@ -5,15 +5,15 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.page.url import config_query, parse_query, to_query
 from explorer.plaintext import WORD_JOINER
-from explorer.url import config_query, parse_query, to_query
 from scenarios import all_scenarios, get_scenario
 
 SCENARIO_ID = "vanishing-gradients"
 
 
 def scenario_page(scenario_id: str) -> None:
-    from explorer.scenario_page import render_scenario
+    from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario
     render_scenario(get_scenario(scenario_id))
 
@@ -130,7 +130,7 @@ def test_a_link_to_a_stored_config_shows_the_stored_run_at_once() -> None:
     scenario = get_scenario(SCENARIO_ID)
     config = scenario.validate(scenario.tiny)
     result = scenario.run(config)
-    from explorer.store import RunStore
+    from explorer.runs.store import RunStore
     from tests.test_app import progress_text
     RunStore().save(scenario.id, config.model_dump(mode="json"), scenario.code_version(), result.status,
                     result.frame, result.summary)

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from engines.schedules import adam_first_step, build_scheduler, lr_at
-from engines.transformer import ReverseTask, SeqTransformer, sequence_loss
+from engines.loop.schedules import adam_first_step, build_scheduler, lr_at
+from engines.sequence.transformer import ReverseTask, SeqTransformer, sequence_loss
 from scenarios import get_scenario
 from scenarios.records import Records
 

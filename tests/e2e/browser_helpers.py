@@ -121,7 +121,7 @@ def pick_option(page, select, text: str, tries: int = 3) -> None:
 
 def chart(page, name: str):
     """The page's chart `name` (a figure's name in the scenario's `figures()`), scrolled into view:
-    a chart is drawn only on screen or near it (explorer/chart.py)."""
+    a chart is drawn only on screen or near it (explorer/view/chart.py)."""
     element = page.locator(f'div.explorer-chart[data-name="{name}"]').first
     element.wait_for(state="attached", timeout=30_000)
     element.scroll_into_view_if_needed()

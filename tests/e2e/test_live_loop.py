@@ -12,7 +12,7 @@ import pytest
 from browser_helpers import (PLOT, SIDEBAR, button, open_scenario, press_on_slider, progress_text, wait_done,
                              wait_progress)
 from conftest import ROOT, _free_port, _healthy
-from explorer.processes import descendants, wait_quiet
+from explorer.runs.processes import descendants, wait_quiet
 
 pytestmark = [pytest.mark.browser]
 SCENARIO_PATH = "/vanishing-gradients"
@@ -29,7 +29,7 @@ def _cmdline(pid: int) -> str:
 
 
 def _workers() -> list[int]:
-    return [pid for pid in descendants(os.getpid()) if "explorer.worker" in _cmdline(pid)]
+    return [pid for pid in descendants(os.getpid()) if "explorer.runs.worker" in _cmdline(pid)]
 
 
 def _wait_workers_quiet(timeout_s: float = 120, why: str = "") -> None:
@@ -87,7 +87,7 @@ def test_a_chart_far_below_the_screen_is_drawn_when_scrolled_to(page, app_url) -
 
 
 def test_while_a_run_goes_on_only_the_charts_in_view_are_built(page, app_url) -> None:
-    """The server builds the charts in view while a run goes on (explorer/live.py): one far below
+    """The server builds the charts in view while a run goes on (explorer/view/live.py): one far below
     is a placeholder, with no figure, until it is scrolled to; then it gets this run's figure at once."""
     page.set_viewport_size({"width": 1400, "height": 700})
     open_scenario(page, app_url, SCENARIO_PATH + "?seed=80", "Vanishing gradients")
@@ -106,7 +106,7 @@ def test_while_a_run_goes_on_only_the_charts_in_view_are_built(page, app_url) ->
 
 
 def test_plotly_pays_its_first_draw_while_the_page_is_read(page, app_url) -> None:
-    """A hidden warm-up draw (explorer/chart.py) runs once the page is open and before any run, and
+    """A hidden warm-up draw (explorer/view/chart.py) runs once the page is open and before any run, and
     leaves no element behind: the first chart after Run is not the page's first plotly draw."""
     open_scenario(page, app_url, SCENARIO_PATH + "?seed=79", "Vanishing gradients")
     page.wait_for_function("() => window.__explorerWarm === 'done'", timeout=30_000)
@@ -151,7 +151,7 @@ def test_no_worker_outlives_the_server(browser, tmp_path, signum) -> None:
         while tab.get_by_text("Starting the workers").count():
             assert time.monotonic() < deadline, "the workers never started"
             time.sleep(0.3)
-        workers = [pid for pid in descendants(server.pid) if "explorer.worker" in _cmdline(pid)]
+        workers = [pid for pid in descendants(server.pid) if "explorer.runs.worker" in _cmdline(pid)]
         assert len(workers) >= 1
         context.close()
         server.send_signal(signum)

@@ -1,0 +1,2 @@
+"""The command line, `python -m explorer` or `tdx`: the commands (`main`), `run` (`run`) and what
+they print (`output`)."""

@@ -1,0 +1,219 @@
+"""`run`: read the config (`--config FILE`, then `--set`), check `--out`, serve or train, write.
+
+Everything that can be wrong with the command line is found before torch is imported and
+before training starts: the formats, the `--out` folder (not a file, writable), the config
+file, each `--set`, the scenario and its Config, the run store. Ctrl-C stops the run after
+its current step through the sink's `stop_requested` (a second Ctrl-C quits at once); the
+stopped run is stored as such and the command exits 130.
+"""
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from explorer.plaintext import one_line
+
+USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
+FIGURE_FORMATS = ("html", "png", "svg")
+
+
+class UsageError(ValueError):
+    """A bad command line: one line, exit code 2."""
+
+
+class WriteError(OSError):
+    """The results could not be written after the run: one line, exit code 1."""
+
+
+class ProgressBar:
+    """A sink that draws `[#####-----] 50%` on stderr (a line per 10% when not a terminal),
+    and asks the run to stop once Ctrl-C was pressed."""
+
+    def __init__(self, label: str, stream=None, width: int = 30) -> None:
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self.tty = self.stream.isatty()
+        self._shown = -1
+        self.stop = False  # set by the Ctrl-C handler
+
+    def add(self, rows) -> None:
+        pass
+
+    def event(self, event) -> None:
+        self.stream.write(f"\n{one_line(event.arm)}: {one_line(event.message)}\n")
+
+    def note(self, text: str) -> None:
+        self.stream.write(f"{one_line(text)}\n")
+
+    def progress(self, fraction: float) -> None:
+        percent = int(fraction * 100)
+        if percent == self._shown or (not self.tty and percent // 10 == self._shown // 10 and percent != 100):
+            return
+        self._shown = percent
+        filled = int(fraction * self.width)
+        bar = f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] {percent:3d}%"
+        self.stream.write(("\r" + bar) if self.tty else bar + "\n")
+        self.stream.flush()
+
+    def stop_requested(self) -> bool:
+        return self.stop
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+class CtrlC:
+    """While training: the first Ctrl-C asks the run to stop after this step, a second quits now."""
+
+    def __init__(self, bar: ProgressBar) -> None:
+        self.bar, self.previous = bar, None
+
+    def __enter__(self) -> "CtrlC":
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.bar.stop:
+            raise KeyboardInterrupt
+        self.bar.stop = True
+        self.bar.stream.write("\nstopping after this step (Ctrl-C again to quit without saving)\n")
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set takes key=value, got {pair!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def check_formats(text: str) -> tuple[str, ...]:
+    formats = tuple(part.strip() for part in text.split(","))
+    bad = [f for f in formats if f not in FIGURE_FORMATS]
+    if bad:
+        raise UsageError(f"--format {bad[0]!r} is not allowed; choose from {', '.join(FIGURE_FORMATS)}")
+    return formats
+
+
+def read_config_file(text: str) -> dict[str, Any]:
+    """The settings in a JSON file: the `config.json` that `run --out` writes (an object)."""
+    try:
+        data = json.loads(Path(text).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"--config {text!r} cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {text!r} is not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--config {text!r} is not JSON: {error.msg} at line {error.lineno}") from None
+    except RecursionError:
+        raise UsageError(f"--config {text!r} is nested too deeply to be a config") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {text!r} holds a JSON {type(data).__name__}; a config is an object of "
+                         "settings (the config.json that run --out writes)")
+    return data
+
+
+def checked_out(text: str | None) -> Path | None:
+    """The `--out` folder, refused before training when it cannot be written."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageError("--out needs a folder; it was given an empty path")
+    out = Path(text).expanduser()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {text!r} is a file, not a folder")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"--out {text!r} is inside {str(existing)!r}, which is a file")
+    try:  # the one honest test of writability (a read-only file system, permissions, quotas)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        raise UsageError(f"--out {text!r} is not writable: {error.strerror or error}") from None
+    return out
+
+
+def scenario_named(scenario_id: str):
+    """The registered scenario, or a usage error naming the known ones."""
+    from scenarios import get_scenario
+    try:
+        return get_scenario(scenario_id)
+    except KeyError as error:
+        raise UsageError(error.args[0]) from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    formats = check_formats(args.format)
+    out = checked_out(args.out)
+    values = {**(read_config_file(args.config) if args.config else {}), **parse_sets(args.set)}
+    from explorer.runs.serving import save_result, stored_result
+    from explorer.runs.store import RunStore
+    scenario = scenario_named(args.scenario)
+    config = scenario.validate(values)
+    store = None if args.no_store else RunStore()
+    stored = None if store is None else stored_result(store, scenario, config, fresh=args.fresh)
+    if stored is not None:
+        print(f"served from the run store: run {stored.run_id} (use --fresh to train again)", file=sys.stderr)
+        frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
+    else:
+        from engines.loop.runtime import configure  # torch loads only now: the arguments are known to be good
+        configure()
+        bar = ProgressBar(scenario.id)
+        started = time.perf_counter()
+        try:
+            with CtrlC(bar):
+                result = scenario.run(config, sink=bar)
+        except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
+            if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
+                raise KeyboardInterrupt from None
+            print(one_line(f"error: the run failed: {type(error).__name__}: {error}"), file=sys.stderr)
+            return RUN_FAILED
+        finally:
+            bar.close()
+        frame, summary, status = result.frame, result.summary, result.status
+        run_id = save_result(store, scenario, config, status, frame, summary, [vars(e) for e in result.events],
+                             time.perf_counter() - started) if store else None
+        if status == "stopped":
+            where = f"stored as run {run_id}" if run_id else "not stored (--no-store)"
+            print(f"stopped by Ctrl-C after {len(frame)} records: {where}" + ("; nothing written to --out" if out else ""),
+                  file=sys.stderr)
+            return INTERRUPTED
+    files = write_outputs(out, config.model_dump(mode="json"), frame, summary, scenario.figures(frame, config),
+                          formats, args.plotlyjs, run_id) if out else []
+    explanation = scenario.explain(frame, config)
+    if args.json:
+        from explorer.cli.output import explanation_json, print_json
+        print_json({"scenario": scenario.id, "status": status, "run_id": run_id, "served_from_store": stored is not None,
+                    "config": config.model_dump(mode="json"), "summary": summary,
+                    "explanation": explanation_json(explanation), "files": [str(p) for p in files]})
+    else:
+        print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
+        print(explanation.markdown())
+    return 0
+
+
+def write_outputs(out: Path, config: dict, frame, summary: dict, figures: Mapping, formats: tuple[str, ...],
+                  plotlyjs: str, run_id: str | None) -> list[Path]:
+    from explorer.exports.files import write_run
+    try:
+        paths = write_run(out, config, frame, summary, figures, formats, plotlyjs)
+    except Exception as error:  # a full disk, a folder removed meanwhile, no Chromium for PNG: the run is kept
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else f"{type(error).__name__}: {error}"
+        kept = f"; the run is stored as run {run_id}" if run_id else ""
+        raise WriteError(f"could not write the results to {str(out)!r}: {reason}{kept}") from None
+    for path in paths:
+        print(path, file=sys.stderr)
+    return paths

@@ -1,0 +1,54 @@
+"""The status line's words: how far a run (or a group of seeds) has got, or how it ended."""
+import datetime
+
+from explorer.runs.handle import RunHandle, Snapshot
+from explorer.view.seeds import SeedGroup
+
+
+def steps_per_arm(frame) -> str:
+    """"10 steps" when every arm reached the same step, else "up to 400 steps": arms may count
+    different things (a teacher and its students, a sweep indexed by bit width), or a Stop
+    caught them at different points."""
+    if frame.empty:
+        return "0 steps"
+    last = frame.groupby("arm", sort=False)["step"].max() + 1
+    low, high = int(last.min()), int(last.max())
+    return f"{high} steps" if low == high else f"up to {high} steps"
+
+
+WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
+         "failed": "Failed", "refused": "Not run"}
+
+
+def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:
+    if isinstance(handle, SeedGroup):
+        return group_status_line(snap, handle)
+    steps = snap.steps
+    if snap.running and snap.waiting and not steps:
+        return f"Waiting: {snap.waiting} ({snap.elapsed_s:.1f} s)"
+    if snap.running and snap.waiting:
+        return f"Running… {snap.progress:.0%} — {snap.waiting} ({snap.elapsed_s:.1f} s)"
+    if snap.running:
+        return f"Running… {snap.progress:.0%} (step {steps}, {snap.elapsed_s:.1f} s)"
+    if snap.from_store:
+        when = datetime.datetime.fromtimestamp(snap.created_at).strftime("%Y-%m-%d %H:%M")
+        return (f"Served from the run store: run {snap.run_id} ({snap.status}), trained {when} in "
+                f"{snap.elapsed_s:.1f} s — no retraining")
+    if snap.status == "refused":
+        return "Not run: this machine cannot run these settings"
+    line = f"{WORDS.get(snap.status, snap.status)} after {steps_per_arm(snap.frame)} in {snap.elapsed_s:.1f} s"
+    if snap.status == "stopped" and not snap.run_id:
+        return line + " · not stored"
+    return line + (f" · stored as run {snap.run_id}" if snap.run_id else "")
+
+
+def group_status_line(snap: Snapshot, group: SeedGroup) -> str:
+    snaps = group.snapshots()
+    seeds = f"seeds {group.seeds[0]}–{group.seeds[-1]}"
+    if snap.running:
+        current = f"seed {group.seeds[max(0, len(snaps) - 1)]} ({max(1, len(snaps))} of {len(group.seeds)}, {seeds})"
+        return f"Running… {snap.progress:.0%} — {snap.waiting or current}, {snap.elapsed_s:.1f} s"
+    served = sum(s.from_store for s in snaps)
+    ids = ", ".join(s.run_id for s in snaps if s.run_id)
+    return (f"{WORDS.get(snap.status, snap.status)}: {len(snaps)} of {len(group.seeds)} {seeds} in "
+            f"{snap.elapsed_s:.1f} s ({len(snaps) - served} trained, {served} from the run store) · runs {ids}")

@@ -1,0 +1,109 @@
+"""Collectives, run: what a config asks of the machine, and the ranks' records as arm items.
+
+Torch-free at import. The rank processes are the DDP page's (`engines.distributed.launch.launch`
+starting `engines.distributed.worker`) with a job of kind "collectives" (engines/distributed/collectives.py);
+every rank reports its own numbers (`rank_R/...`; rank 0 adds the shared ones) per (op,
+size), per DTensor transition and per training step. Starting a rank — importing torch, its distributed package, DTensor and FSDP —
+costs about 4 s of CPU here, far more than the measurements themselves.
+"""
+import os
+from collections.abc import Iterator
+
+from engines.distributed.launch import launched as launch_items
+from engines.loop.records import Diverged, StepRecord
+from scenarios.base import Estimate, Machine
+
+OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "ring all-reduce (by hand)",
+       "ring reduce-scatter (by hand)")  # engines.distributed.collectives.OPS, named here without importing torch
+TRANSITIONS = ("distribute_tensor → Shard(0)", "Shard(0) → Replicate()", "Replicate() → Shard(0)",
+               "Shard(0) → Shard(1)")  # engines.distributed.collective_steps.TRANSITIONS
+STRATEGIES = ("DDP", "FSDP")
+UNIVERSE = [*OPS, "DTensor", *STRATEGIES]  # every arm a run reports, most common first
+TRAIN_STEPS = 3       # step 1 is DDP's bucket rebuild; step 2 is a steady one
+DTENSOR_SHAPE = (10, 6)
+HIDDEN = 32
+SIZE_STEP = 4         # the sweep's sizes are ×4 apart
+CPU_WORLD_MIN = 4     # rank processes allowed on any machine; more need as many cores
+HOST_FILL = 0.5       # of the host's free memory a run may plan to use
+# Calibrated on this project's 2-core machine (torch 2.13, gloo), see `estimate`:
+PROCESS_BYTES = 360e6  # peak RSS of a rank: Python, torch, gloo, DTensor and FSDP imported
+START_S = 4.0          # CPU seconds to start a rank
+FIXED_S = 1.0          # CPU seconds per rank for the DTensor transitions and the training steps
+CALL_S = 1.5e-3        # seconds per collective call (a barrier before it)
+BYTE_S = 2.0e-9        # seconds per byte of S per call, summed over the ops, per rank beyond one core
+CORES = 2
+
+
+def sizes_of(config) -> list[int]:
+    """Element counts of the sweep: `sizes` sizes ×4 apart ending at `largest_kib`, each a multiple of
+    the world size (every rank gets an equal shard), at least 1 KiB."""
+    world, largest = config.world_size, config.largest_kib * 1024 // 4
+    counts = [max(256 // world * world, round(largest / SIZE_STEP ** k / world) * world) for k in range(config.sizes)]
+    return sorted(set(counts))
+
+
+def job_of(config) -> dict:
+    return {"kind": "collectives", "seed": config.seed, "sizes": sizes_of(config), "ops": list(OPS),
+            "repeats": config.repeats, "dtensor_shape": list(DTENSOR_SHAPE), "layers": config.layers,
+            "hidden": HIDDEN, "train_steps": TRAIN_STEPS, "device": "cpu"}
+
+
+def records_expected(config) -> int:
+    """Every rank reports each (op, size), each DTensor transition and each training step."""
+    return config.world_size * (len(sizes_of(config)) * len(OPS) + len(TRANSITIONS) + len(STRATEGIES) * TRAIN_STEPS)
+
+
+def process_bytes(config) -> float:
+    """One rank's peak: the process, every rank's input (each rank builds them all) and a few results."""
+    return PROCESS_BYTES + (config.world_size + 6) * 4.0 * max(sizes_of(config))
+
+
+def allowed_ranks(machine: Machine) -> int:
+    return max(CPU_WORLD_MIN, machine.cpus)
+
+
+def refusal(config, machine: Machine) -> str | None:
+    world = config.world_size
+    if world > allowed_ranks(machine):
+        return (f"world_size={world}: at most {allowed_ranks(machine)} rank processes here (one per core, at least "
+                f"{CPU_WORLD_MIN}; this machine has {machine.cpus} cores); lower the world size")
+    need, limit = process_bytes(config) * world, HOST_FILL * machine.memory_available_bytes
+    if limit and need > limit:
+        return (f"world_size={world} with tensors up to {config.largest_kib:,} KiB needs about {need / 1e9:.2f} GB "
+                f"({world} rank processes of {process_bytes(config) / 1e9:.2f} GB), more than the {limit / 1e9:.2f} GB "
+                "that may be used here (half of what is free); lower the largest size or the world size")
+    return None
+
+
+def machine_here() -> Machine:
+    """This process's machine (the CPU facts the refusal needs; `EXPLORER_MEMORY_LIMIT_BYTES` stands in
+    for its free memory)."""
+    limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0))
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return Machine(cpus=os.cpu_count() or 1, memory_available_bytes=int(limit or free))
+
+
+def estimate(config) -> Estimate:
+    """Wall seconds and host bytes on a quiet 2-core machine: each rank's start and fixed work share
+    the cores; the sweep's calls run in step on every rank,
+    (repeats + 1) · Σ_sizes Σ_ops (CALL_S + BYTE_S · S · max(1, N / CORES))."""
+    world = config.world_size
+    share = world / min(world, CORES)
+    calls = (config.repeats + 1) * sum(len(OPS) * (CALL_S + BYTE_S * 4 * n * share) for n in sizes_of(config))
+    return Estimate(0.5 + (START_S + FIXED_S) * share + calls, process_bytes(config) * world)
+
+
+def item_of(record: dict):
+    """One rank's record as a driver item: `(arm, StepRecord)`, or `(arm, Diverged)` from rank 0 (every
+    rank ends a diverged arm at the same step; the others' word is skipped)."""
+    if "diverged" in record:
+        return (record["arm"], Diverged(record["step"], record["diverged"])) if record["rank"] == 0 else None
+    return record["arm"], StepRecord(record["step"], {k: float(v) for k, v in record["metrics"].items()})
+
+
+def launched(job: dict, world: int) -> Iterator:
+    """The ranks' records as items, with notes while they start and between records."""
+    return launch_items(job, world, item_of, starting=f"starting {world} rank processes",
+                        still_starting=f"starting {world} rank processes: about 4 s of CPU each (importing torch, "
+                                       "gloo, DTensor and FSDP), longer than every measurement after it",
+                        running=f"{world} rank processes measuring")

@@ -1,0 +1,113 @@
+"""DDP vs FSDP memory, drawn: the measured bars beside the model, memory against world size
+and through a step, and the what-if panel (the analytic model at the sizes the view asks for).
+
+Every figure reads the frame through `Records` and the run's `summary`; arms keep their
+colours (`arm_colors` over the scenario's arm universe), memory categories and ZeRO stages
+take category colours, which no arm uses.
+"""
+import numpy as np
+import plotly.graph_objects as go
+
+from engines.distributed.memory_model import GB, PRECISIONS, model_states
+from scenarios.ddp_fsdp_memory.summary import CATEGORIES, arm_values
+from scenarios.ddp_fsdp_memory.timeline import timeline_figure, timeline_of
+from scenarios.plotting import category_color, full_width, layout
+from scenarios.records import Records
+
+CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ["reserved"])}
+PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
+STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))
+
+
+def top_world(summary: dict) -> int:
+    return max((a["world_size"] for a in summary["arms"].values()), default=0)
+
+
+def memory_timeline_figure(records: Records, summary: dict) -> go.Figure:
+    top = top_world(summary)
+    timelines = {}
+    for arm, a in summary["arms"].items():
+        if a["world_size"] == top:
+            values = arm_values(records, arm)
+            timelines[arm] = timeline_of(values, int(values.get("rank_0/shape/layers", 0)))
+    return timeline_figure(timelines, CATEGORIES + ["reserved"], CATEGORY_COLORS)
+
+
+def bars_figure(records: Records, summary: dict) -> go.Figure:
+    top = top_world(summary)
+    labels, stacks = [], {c: [] for c in CATEGORIES}
+    for arm, a in summary["arms"].items():
+        if a["world_size"] != top:
+            continue
+        values = arm_values(records, arm)
+        for rank in range(top):
+            labels.append(f"{a['strategy']}<br>rank {rank}")
+            for c in CATEGORIES:
+                stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
+        labels.append(f"{a['strategy']}<br>model")
+        modelled = {**a["estimated"], "activations": a["estimated_activation_bytes"] or 0.0,
+                    "unsharded parameters": a["estimated_unsharded_bytes"],
+                    "communication buffers": a["estimated_bucket_bytes"]}
+        for c in CATEGORIES:
+            stacks[c].append(modelled.get(c, 0.0) / 1e6)
+    fig = go.Figure()
+    for c in (c for c in CATEGORIES if any(stacks[c])):  # e.g. "allocated" only exists on CUDA
+        fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
+                    hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+    fig.update_layout(barmode="stack")
+    fig = layout(fig, f"Peak memory per rank by category, N={top}: measured, and the model beside it",
+                 "each rank's measured peak; model = ZeRO model states + activations + gathered parameters "
+                 "(+ DDP's buckets)", "MB")
+    return full_width(fig.update_layout(legend_title_text="category"))
+
+
+def vs_world_figure(summary: dict, colors: dict[str, str]) -> go.Figure:
+    """Per strategy, in the colour of its largest-N arm: measured and modelled model state against N."""
+    fig = go.Figure()
+    by_strategy: dict[str, list] = {}
+    for arm, a in summary["arms"].items():
+        by_strategy.setdefault(a["strategy"], []).append((arm, a))
+    for strategy, pairs in by_strategy.items():
+        pairs.sort(key=lambda pair: pair[1]["world_size"])
+        items = [a for _, a in pairs]
+        color = colors.get(pairs[-1][0])
+        n = [a["world_size"] for a in items]
+        fig.add_scatter(x=n, y=[a["measured_state_bytes"] / 1e6 for a in items], name=f"{strategy} measured",
+                        mode="lines+markers", line=dict(color=color),
+                        hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+        fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / 1e6 for a in items], name=f"{strategy} model",
+                        mode="lines", line=dict(color=color, dash="dash"), hoverinfo="skip")
+    fig.update_xaxes(dtick=1)
+    return layout(fig, "Model state per rank vs world size", "world size N (ranks)",
+                  "params + grads + Adam on rank 0 (MB)")
+
+
+def phases_figure(records: Records, summary: dict, colors: dict[str, str]) -> go.Figure:
+    fig = go.Figure()
+    for arm in summary["arms"]:
+        values = arm_values(records, arm)
+        totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
+        fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors.get(arm)),
+                        hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+    return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MB)")
+
+
+def what_if_figure(config, summary: dict) -> go.Figure:
+    """The ZeRO model per device for the view's parameters, devices and precision (no run needed)."""
+    bpp = PRECISIONS[config.whatif_precision]
+    devices = np.unique(np.logspace(0, np.log10(1024), 40).astype(int))
+    fig = go.Figure()
+    for i, (stage, name) in enumerate(STAGES):
+        gb = [model_states(config.whatif_params_billion * 1e9, int(n), stage, bpp).total / GB for n in devices]
+        at = model_states(config.whatif_params_billion * 1e9, config.whatif_devices, stage, bpp).total / GB
+        fig.add_scatter(x=devices, y=gb, name=f"{name}: {at:,.1f} GB at N={config.whatif_devices}", mode="lines",
+                        line=dict(color=category_color(i)),
+                        hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
+    fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
+    error, act_error = summary.get("max_state_error"), summary.get("max_activation_error")
+    note = ("run to validate the model" if error is None else f"model vs measured on the small runs: model states "
+            f"within {error:.1%}" + (f", activations within {act_error:.1%}" if act_error is not None else ""))
+    fig.add_annotation(text=note, xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False, xanchor="left")
+    fig.update_xaxes(type="log")
+    return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision.split(' (')[0]}",
+                  "devices N (log scale)", "model state per device (GB, log scale)", log_y=True)

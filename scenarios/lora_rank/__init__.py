@@ -1,0 +1,157 @@
+"""LoRA rank sweep: how much rank does a fine-tune need?
+
+LoRA freezes each weight W₀ and learns ΔW = s·B A with B (d × r) and A (r × d): r·2d
+parameters instead of d². That can only work if the update fine-tuning needs is low-rank
+(Hu et al., ICLR 2022: on GPT-3, rank 1 to 64 barely matters). Here the need is known by
+construction: the task is a frozen two-layer MLP whose every Linear is shifted by a
+rank-k update ΔW*, so below r = k the adapter cannot express it and the loss stalls, and
+from r = k on extra rank buys nothing. A full fine-tune is the reference arm; the
+singular values of its ΔW show the low-rank hypothesis directly, and Hu et al.'s Eq. 4
+shows that a small and a large rank learn the same top directions.
+
+The adapters are peft's (`LoraConfig`, `get_peft_model`) on our own torch modules; the
+run's summary carries the peft snippet that builds them. The scale s depends on the alpha
+rule: a fixed α makes s = α/r shrink as r grows, so the sweep changes the step size along
+with the rank (under plain SGD with A near its init ΔW's step scales as s²·r: at fixed α
+rank 64 moves 16× slower than rank 4; Adam hides much of that). α = 2r keeps s equal at
+every rank, rsLoRA's α/√r keeps s²·r equal. The scale figure shows peft's s per arm.
+"""
+from typing import Literal
+
+import pandas as pd
+from pydantic import Field
+
+from engines.supervised.lora_rules import FULL, AlphaRule, arm_name, comparison_ranks, peft_snippet
+from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from scenarios.explanation import Explanation, join, say, trajectory
+from scenarios.lora_rank.figures import (LEFT, alpha, anywhere, cliff, energy, final_loss_figure, left_claim,
+                                          loss_figure, params_figure, per_arm, scale_figure, singular_value_figure,
+                                          steps_to_tenth, subspace, subspace_figure, under)
+from scenarios.plotting import Figures, arm_colors
+from scenarios.records import Records
+
+RankSweep = Literal["1,2,4,8,16,32,64", "1,2,4,8", "2,4,8,16", "1,4,16,64", "8,16,32,64"]
+ALL_RANKS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class Config(ScenarioConfig):
+    k: int = Field(4, ge=1, le=32, description="Intrinsic rank of the task: each layer's ideal update ΔW* has "
+                   "exactly k non-zero singular values.")
+    ranks: RankSweep = Field("1,2,4,8,16,32,64", description="LoRA ranks to sweep; one arm each, run one after another "
+                             "after the full fine-tune.")
+    alpha_rule: AlphaRule = Field(
+        "alpha = 2r", description="How lora_alpha follows r. All three give scale s = 2 at r = 4. 'alpha = 2r': s = 2 "
+        "at every rank. 'alpha = 8 fixed': s = 8/r shrinks as r grows. rsLoRA: s = 4/√r (use_rslora=True).")
+    target_layers: Literal["fc1, fc2", "fc1", "fc2"] = Field(
+        "fc1, fc2", description="Linear layers LoRA adapts (peft target_modules); the full fine-tune trains the same "
+        "weights. The task shifts both, so adapting one cannot fit it all.")
+    steps: int = Field(200, ge=20, le=2000, description="Adam steps per arm (batch of 128 fresh inputs each).")
+    lr: float = Field(5e-3, ge=1e-4, le=1e-1, description="Adam learning rate, the same for every arm.",
+                      json_schema_extra={"scale": "log"})
+
+
+def ranks_of(config: Config) -> tuple[int, ...]:
+    return tuple(int(r) for r in config.ranks.split(","))
+
+
+def targets_of(config: Config) -> tuple[str, ...]:
+    return tuple(name.strip() for name in config.target_layers.split(","))
+
+
+def arm_names(config: Config) -> list[str]:
+    return [FULL] + [arm_name(r) for r in ranks_of(config)]
+
+
+class LoraRankSweep(Scenario):
+    id = "lora-rank"
+    title = "LoRA rank sweep"
+    order = 40
+    topic = "Fine-tuning & compression"
+    question = "How much LoRA rank does a fine-tune need, and what does extra rank buy?"
+    terms = {
+        "LoRA": shown_by("trainable_params", "trainable_params", arm="r=",
+                         how="a frozen base plus s·B A: r·(d_in + d_out) trainable parameters per layer, not d²"),
+        "Rank (r)": shown_by("final_loss_vs_rank", LEFT, "rank", arm="r=",
+                             how="the loss left falls steeply up to r = k and is flat beyond"),
+        "Alpha scaling": shown_by("alpha_scale", "scale", arm="r=", how="peft's s = α/r (or α/√r) read from each arm"),
+        "Low-rank hypothesis": shown_by("full_delta_sv", "delta_sv/", "top_k_energy/", arm=FULL,
+                                        how="the full fine-tune's ΔW has k large singular values, the rest near 0"),
+        "Fine-tuning": shown_by("loss", "loss", LEFT, how="every arm starts from the same frozen base and fits the task"),
+        "Adam": shown_by("loss", "loss", "lr", how="Adam at one learning rate for every arm"),
+    }
+    formula = (r"\begin{aligned}h &= W_0 x + s\,B A x,\quad B_{d\times r}=0 \text{ at init},\quad"
+               r" s = \alpha/r \ \ (\text{rsLoRA: } \alpha/\sqrt{r})\\"
+               r"\phi(A_i, A_j) &= \lVert U_i^{\top} U_j \rVert_F^2 / \min(i, j),\quad"
+               r" U = \text{right singular vectors of } A\end{aligned}")
+    Config = Config
+    tiny = {"ranks": "1,2,4,8", "steps": 20}
+    presets = {
+        "the sweep (α = 2r)": {"alpha_rule": "alpha = 2r"},
+        "Hu et al.: fixed α": {"alpha_rule": "alpha = 8 fixed"},
+        "rsLoRA (α/√r)": {"alpha_rule": "rsLoRA alpha = 4"},
+        "the wrong layer: fc2 only": {"target_layers": "fc2"},
+        "a harder task: k = 16": {"k": 16},
+    }
+
+    def phases(self, config: Config):
+        from engines.loop.training import log_every_for
+        from engines.supervised.lora import Sweep
+        sweep = Sweep(config.k, ranks_of(config), config.seed)  # built by the first arm; shared by all
+        targets, log_every = targets_of(config), log_every_for(config.steps)
+        return in_turn(*(Arm(arm_name(rank), sweep.arm(rank, config.alpha_rule, targets, config.steps, config.lr, log_every),
+                             sweep.items(rank, config.steps))
+                         for rank in (None, *ranks_of(config))))  # the full fine-tune first: no peft import before it
+
+    def arm_universe(self) -> list[str]:
+        return [FULL] + [arm_name(r) for r in ALL_RANKS]
+
+    # --- what the run showed ----------------------------------------------------------
+    def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
+        records, k = Records(frame), config.k
+        arms = {arm: {"rank": int(records.last(arm, "rank")) if records.has("rank", arm) else None,
+                      "relative_loss": records.last(arm, LEFT),
+                      "trainable_params": int(records.last(arm, "trainable_params"))
+                      if records.has("trainable_params", arm) else None,
+                      "steps_to_10pct": int(step) if (step := steps_to_tenth(arm)(records)) is not None else None,
+                      "diverged_at": records.diverged_at(arm)}
+                for arm in arm_names(config) if arm in records.arms()}
+        left = {info["rank"]: info["relative_loss"] for arm, info in arms.items()
+                if arm != FULL and info["relative_loss"] is not None}
+        pair = comparison_ranks(ranks_of(config), k)
+        phi = {target: value for target in targets_of(config)
+               if (value := anywhere(f"subspace_top_k/{target}")(records)) is not None}
+        headline = {"loss left: full fine-tune": records.last(FULL, LEFT),
+                    "loss left: best rank below k": min((v for r, v in left.items() if r < k), default=None),
+                    "loss left: worst rank from k on": max((v for r, v in left.items() if r >= k), default=None)}
+        return {"headline": headline, "k": k, "arms": arms,
+                "full_top_k_energy": under(records, "top_k_energy/", FULL) if FULL in records.arms() else {},
+                "subspace": {"pair": list(pair), "top": min(k, pair[0]), "phi": phi} if pair and phi else None,
+                "peft_snippet": peft_snippet(ranks_of(config), config.alpha_rule, targets_of(config))}
+
+    def snippet(self, config: Config) -> str:
+        return peft_snippet(ranks_of(config), config.alpha_rule, targets_of(config))
+
+    def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
+        records, k, targets = Records(frame), config.k, targets_of(config)
+        names = [arm for arm in arm_names(config) if records.has("loss", arm)]
+        if not names:
+            return Explanation(waiting="Run to train the full fine-tune, then one LoRA arm per rank.")
+        takeaway = cliff(records, names, k) or join(*(say("{}: its loss {}", arm, trajectory(records, arm))
+                                                      for arm in names))
+        details = [per_arm(records, names), energy(records, targets, k),
+                   subspace(records, ranks_of(config), targets, k), alpha(records, names, config.alpha_rule)]
+        if len(targets) == 1 and records.has(LEFT, FULL):
+            details.append(say(f"Only {targets[0]} is adapted, and the task shifts both layers: the full fine-tune "
+                               f"of {targets[0]} alone ends at {{}} of the base loss", left_claim(records, FULL)))
+        return Explanation(takeaway, tuple(d for d in details if d is not None))
+
+    # --- figures ----------------------------------------------------------------------
+    def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
+        records, ranks, targets = Records(frame), ranks_of(config), targets_of(config)
+        colors = arm_colors(arm_names(config), self.arm_universe())
+        return Figures({"loss": lambda: loss_figure(records, colors),
+                        "final_loss_vs_rank": lambda: final_loss_figure(records, ranks, config.k, colors),
+                        "trainable_params": lambda: params_figure(records, ranks, targets, config.k, colors),
+                        "alpha_scale": lambda: scale_figure(records, ranks, config.k, config.alpha_rule, colors),
+                        "full_delta_sv": lambda: singular_value_figure(records, targets, config.k, colors),
+                        "subspace_similarity": lambda: subspace_figure(records, ranks, targets, config.k)})
