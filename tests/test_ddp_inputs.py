@@ -205,3 +205,23 @@ def test_two_files_for_one_rank_are_refused(tmp_path) -> None:
     folder = job_folder(tmp_path)
     (folder / "rank_000.jsonl").write_text(line())
     assert "are both rank 0's" in refused(folder)
+
+
+def test_the_parameter_count_said_before_run_is_the_real_models_at_every_slider_setting() -> None:
+    """Admission and the estimate are said in the page before any rank starts (the UI holds no torch),
+    so they count parameters from the config; that count is the rank's real model's, built on the meta
+    device, at every layers × hidden the sliders allow."""
+    import torch
+    from engines.distributed.worker import TinyTransformer
+    from scenarios.ddp_fsdp_memory.launch import VOCAB, heads_for, n_params_of
+    spec = SCENARIO.field_specs()
+    wrong = []
+    for layers in range(spec["layers"]["ge"], spec["layers"]["le"] + 1):
+        for hidden in range(spec["hidden"]["ge"], spec["hidden"]["le"] + 1, 16):
+            config = SCENARIO.validate({"layers": layers, "hidden": hidden})
+            with torch.device("meta"):
+                model = TinyTransformer(VOCAB, hidden, layers, heads_for(hidden))
+            real = sum(p.numel() for p in model.parameters())
+            if n_params_of(config) != real:
+                wrong.append((layers, hidden, n_params_of(config), real))
+    assert not wrong, f"(layers, hidden, said, real): {wrong[:5]}"

@@ -262,13 +262,15 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
 
 
 def test_wait_quiet_tells_a_busy_process_from_an_idle_one() -> None:
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                            stdout=subprocess.PIPE)
     try:
-        time.sleep(0.3)  # both past their start
+        assert busy.stdout.readline() == idle.stdout.readline() == b"up\n"  # both past their start
         assert wait_quiet(lambda: [idle.pid], timeout_s=10) is None
-        used = wait_quiet(lambda: [busy.pid], timeout_s=1.0)
-        assert used is not None and used[busy.pid] > 0.05, used
+        # Busy: any CPU at all in its windows (a loaded machine may give it little), so it never reads quiet.
+        used = wait_quiet(lambda: [busy.pid], timeout_s=1.0, idle_cpu_s=0.0)
+        assert used is not None and used[busy.pid] > 0, used
         assert cpu_seconds(busy.pid) > cpu_seconds(idle.pid)
     finally:
         busy.kill(), idle.kill(), busy.wait(), idle.wait()

@@ -35,7 +35,9 @@ def heads_for(hidden: int) -> int:
 
 
 def n_params_of(config) -> int:
-    """Parameters of engines.distributed.worker.TinyTransformer (embedding, blocks, head)."""
+    """Parameters of engines.distributed.worker.TinyTransformer (embedding, blocks, head), from the config
+    alone: the page says it before any rank starts, and holds no torch. A test builds the real model on the
+    meta device at every slider setting and finds this count."""
     h = config.hidden
     block = 4 * h * h + 4 * h + 2 * (4 * h * h) + 4 * h + h + 4 * h  # attention in/out, FFN, 2 LayerNorms
     return VOCAB * h + config.layers * block + h * VOCAB + VOCAB
