@@ -163,6 +163,7 @@ def test_run_then_rerun_from_its_config_json(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["run", SCENARIO, *TINY, "--set", "activation=tanh", "--out", str(out), "--format", "html"]) == 0
     written = json.loads((out / "config.json").read_text())
+    assert written.pop("scenario") == SCENARIO, "config.json names its scenario"
     assert (out / plotlyjs_name()).exists(), "several HTML figures share one plotly.js"
     capsys.readouterr()
     assert main(["run", SCENARIO, "--config", str(out / "config.json"), "--set", "seed=3", "--json"]) == 0

@@ -20,7 +20,7 @@ import sys
 from explorer import __version__
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
-from explorer.plaintext import one_line
+from explorer.plaintext import one_line, terminal_text
 
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
@@ -99,7 +99,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
         print(one_line(f"error: {stored.error}"))
-    print(explanation.markdown())
+    print(terminal_text(explanation.markdown()))
     return 0
 
 
@@ -146,7 +146,7 @@ def port_number(text: str) -> int:
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Training Dynamics Explorer: scenarios that train real PyTorch runs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,app}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,app}")
     listing = commands.add_parser("list", help="the scenarios; with a scenario id, its settings")
     listing.add_argument("scenario", nargs="?", help="a scenario id: print its keys, defaults and ranges")
     listing.set_defaults(func=cmd_list)
@@ -164,6 +164,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
                           "auto = file when there is more than one figure")
     run.add_argument("--fresh", action="store_true", help="train even if the run store has this config")
     run.add_argument("--no-store", action="store_true", help="neither read nor write the run store")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress and no list of files written on stderr "
+                                                               "(errors only)")
     run.set_defaults(func=cmd_run)
     show = commands.add_parser("show", help="print a stored run")
     show.add_argument("run_id")
@@ -173,7 +175,9 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     runs.add_argument("--status", choices=STATUSES, help="only runs that ended so")
     runs.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
     runs.set_defaults(func=cmd_runs)
-    for command in (listing, run, show, runs):
+    from explorer.cli.export import add_parser as add_export
+    export = add_export(commands)
+    for command in (listing, run, show, runs, export):
         command.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     app = commands.add_parser("app", help="serve the web app (localhost only) until Ctrl-C")
     app.add_argument("--port", type=port_number, help="the port to listen on (default 8501, or the next free one)")
