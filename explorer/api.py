@@ -13,6 +13,7 @@ trains anyway, `store=False` neither reads nor writes it). A run that trains sho
 when tqdm is installed (in a notebook, its widget when ipywidgets is there too); without it, none.
 """
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -34,13 +35,13 @@ class Result:
     frame: pd.DataFrame
     summary: dict[str, Any]
 
-    @property
+    @cached_property
     def figures(self):
         """The scenario's figures for this run: a mapping of name -> plotly Figure, each built when
         first read; in a notebook the mapping shows them all."""
         return self.scenario.figures(self.frame, self.scenario.validate(self.config))
 
-    @property
+    @cached_property
     def explanation(self) -> Explanation:
         """What to look for: a takeaway and details, each built from claims the records prove."""
         return self.scenario.explain(self.frame, self.scenario.validate(self.config))
