@@ -41,6 +41,26 @@ def test_the_config_lists_the_local_names() -> None:
     assert config == SETTINGS, f"config.toml {config} != explorer/server.py SETTINGS {SETTINGS}"
 
 
+def test_tdx_app_runs_the_packaged_script_with_the_settings_and_the_port(monkeypatch) -> None:
+    """`tdx app --port --address --allowed-host` becomes `streamlit run <explorer/app.py>` with every setting
+    as a flag (a list repeats its flag), the port and address passed on, and the extra Host name added."""
+    import os
+
+    from explorer.cli.main import main
+    ran: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: ran.append(argv))
+    monkeypatch.setattr(os, "name", "posix")
+    main(["app", "--port", "8600", "--address", "0.0.0.0", "--allowed-host", "box.lan"])
+    argv, = ran
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4] == str(ROOT / "explorer" / "app.py"), argv
+    flags = argv[5:]
+    assert {"--server.port=8600", "--server.address=0.0.0.0", "--server.enableXsrfProtection=true",
+            "--server.fileWatcherType=none", "--client.toolbarMode=viewer"} <= set(flags), flags
+    assert [f for f in flags if f.startswith("--server.allowedHosts=")] == \
+        [f"--server.allowedHosts={h}" for h in (*LOCAL_HOSTS, "box.lan")], flags
+    assert main(["app", "--port", "99999"]) == 2, "a port out of range is refused"
+
+
 @pytest.mark.parametrize("script", ["app.py", "explorer/app.py"])
 def test_app_py_is_the_server_with_the_host_check(script: str) -> None:
     """`streamlit run` finds `app` (st.App) in the checkout's app.py and in the package's, built with

@@ -124,6 +124,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     if os.name == "posix":  # become the server: signals, the process id and the exit code are its own
         sys.stdout.flush()
         os.execv(command[0], command)
+        return 0  # not reached: execv does not return
     with subprocess.Popen(command) as server:  # elsewhere: wait on it (a Ctrl-C reaches it too)
         try:
             return server.wait()
