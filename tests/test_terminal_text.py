@@ -43,3 +43,12 @@ def test_json_gives_plain_and_markdown_and_quiet_prints_nothing_on_stderr(capsys
     assert "10⁻" in explanation["takeaway"] and "$" not in explanation["takeaway"], explanation["takeaway"]
     assert "$10^{" in explanation["takeaway_markdown"], explanation["takeaway_markdown"]
     assert explanation["markdown"].startswith("**") and len(explanation["details"]) == len(explanation["details_markdown"])
+
+
+def test_settings_help_is_plain_in_the_terminal_and_both_ways_in_json(capsys) -> None:
+    """`ρ^T` in a setting's help: `ρᵀ` in `list SCENARIO`; `--json` keeps the markdown beside the plain text."""
+    assert main(["list", "batch-size-clipping"]) == 0
+    assert "ρᵀ" in capsys.readouterr().out
+    assert main(["list", "batch-size-clipping", "--json"]) == 0
+    seq_len = json.loads(capsys.readouterr().out)["settings"]["seq_len"]
+    assert "ρᵀ" in seq_len["description"] and "ρ^T" in seq_len["description_markdown"], seq_len

@@ -47,7 +47,10 @@ def allowed_text(spec: dict[str, Any]) -> str:
 
 
 def settings_json(specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {name: {key: value for key, value in spec.items()} for name, spec in specs.items()}
+    """Every setting's spec; its description plain (`description`) and as the page's help renders it
+    (`description_markdown`)."""
+    return {name: {**spec, "description": terminal_text(spec["description"] or ""),
+                   "description_markdown": spec["description"]} for name, spec in specs.items()}
 
 
 def scenario_json(scenario, with_settings: bool) -> dict[str, Any]:
