@@ -16,6 +16,7 @@ This module imports no torch: a scenario module imports its engines inside `phas
 so the UI process can import every scenario to draw its controls and figures.
 """
 import functools
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,14 @@ class Scenario:
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A scenario's docstring (`help()`, a notebook's `?`) is its question, then its module's
+        docstring (what it trains and what to look at), unless the class writes its own."""
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ is None and isinstance(getattr(cls, "question", None), str):
+            module = sys.modules.get(cls.__module__)
+            cls.__doc__ = "\n\n".join(filter(None, (cls.question, getattr(module, "__doc__", None))))
 
     # --- to implement -------------------------------------------------------------
     def phases(self, config: ScenarioConfig) -> list[list[Arm]]:

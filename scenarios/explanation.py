@@ -106,3 +106,7 @@ class Explanation:
 
     def __str__(self) -> str:
         return self.markdown()
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows it: rendered, math included."""
+        return self.markdown()

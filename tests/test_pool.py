@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from explorer.runs.handle import RunHandle
 from explorer.runs.pool import WorkerPool
 from explorer.runs.processes import cpu_seconds, descendants, wait_quiet
 from explorer.runs.store import RunStore
+from no_proc import hide_proc
 from scenarios import get_scenario
 from scenarios.base import Run, Scenario, ScenarioConfig
 
@@ -39,9 +41,8 @@ def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
 
 def alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 
@@ -131,7 +132,9 @@ def test_a_superseded_run_is_not_stored(pool, isolated_store) -> None:
     assert RunStore().count() == 0
 
 
-def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, isolated_store) -> None:
+def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, isolated_store, monkeypatch) -> None:
+    """With /proc hidden from our code (as on macOS): the worker's tree is found and ended all the same."""
+    refused = hide_proc(monkeypatch)
     handle = RunHandle.start(Hang(), Hang.Config(), RunStore(), pool=pool)
     assert handle.wait_for_first_record(WAIT_S)
     worker, = pool.pids()
@@ -142,6 +145,7 @@ def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, is
     wait_until(lambda: not alive(worker) and not alive(child), "the worker and its child to end")
     wait_until(lambda: len(pool.pids()) == 1 and pool.pids() != [worker], "a replacement worker")
     assert pool.wait_ready(WAIT_S)
+    assert not refused, f"read /proc itself: {refused}"
 
 
 def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isolated_store) -> None:
@@ -159,7 +163,9 @@ def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isol
     assert again.join(WAIT_S) and again.snapshot().status == "finished"
 
 
-def test_shutdown_leaves_no_process() -> None:
+def test_shutdown_leaves_no_process(monkeypatch) -> None:
+    """With /proc hidden from our code (as on macOS): shutdown ends both workers and what they started."""
+    refused = hide_proc(monkeypatch)
     pool = WorkerPool(size=2)
     assert pool.wait_ready(WAIT_S)
     handle = RunHandle.start(Hang(), Hang.Config(), pool=pool)
@@ -169,6 +175,7 @@ def test_shutdown_leaves_no_process() -> None:
     pool.shutdown()
     assert handle.join(WAIT_S) and handle.snapshot().status == "stopped"
     wait_until(lambda: not any(alive(pid) for pid in before), "every worker process to end")
+    assert not refused, f"read /proc itself: {refused}"
 
 
 def test_a_distributed_page_starts_its_rank_processes_ahead_and_its_run_takes_them(monkeypatch, isolated_store) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from explorer.plaintext import one_line
+from explorer.plaintext import one_line, terminal_text
 
 USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
 FIGURE_FORMATS = ("html", "png", "svg")
@@ -32,40 +32,47 @@ class WriteError(OSError):
 
 
 class ProgressBar:
-    """A sink that draws `[#####-----] 50%` on stderr (a line per 10% when not a terminal),
-    and asks the run to stop once Ctrl-C was pressed."""
+    """A sink that draws `[#####-----] 50%` on stderr, in place, on a terminal; elsewhere (a log
+    file, a pipe) only the final line, when the run ends; nothing with `quiet`. It asks the run to
+    stop once Ctrl-C was pressed."""
 
-    def __init__(self, label: str, stream=None, width: int = 30) -> None:
-        self.label, self.stream, self.width = label, stream or sys.stderr, width
+    def __init__(self, label: str, stream=None, width: int = 30, quiet: bool = False) -> None:
+        self.label, self.stream, self.width, self.quiet = label, stream or sys.stderr, width, quiet
         self.tty = self.stream.isatty()
-        self._shown = -1
+        self._shown, self._fraction = -1, None
         self.stop = False  # set by the Ctrl-C handler
 
     def add(self, rows) -> None:
         pass
 
     def event(self, event) -> None:
-        self.stream.write(f"\n{one_line(event.arm)}: {one_line(event.message)}\n")
+        if not self.quiet:
+            self.stream.write(f"\n{one_line(event.arm)}: {terminal_text(one_line(event.message))}\n")
 
     def note(self, text: str) -> None:
-        self.stream.write(f"{one_line(text)}\n")
+        if not self.quiet:
+            self.stream.write(f"{terminal_text(one_line(text))}\n")
+
+    def bar(self, fraction: float) -> str:
+        filled = int(fraction * self.width)
+        return f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] {int(fraction * 100):3d}%"
 
     def progress(self, fraction: float) -> None:
+        self._fraction = fraction
         percent = int(fraction * 100)
-        if percent == self._shown or (not self.tty and percent // 10 == self._shown // 10 and percent != 100):
+        if self.quiet or not self.tty or percent == self._shown:
             return
         self._shown = percent
-        filled = int(fraction * self.width)
-        bar = f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] {percent:3d}%"
-        self.stream.write(("\r" + bar) if self.tty else bar + "\n")
+        self.stream.write("\r" + self.bar(fraction))
         self.stream.flush()
 
     def stop_requested(self) -> bool:
         return self.stop
 
     def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
+        if self.quiet or self._fraction is None:
+            return
+        self.stream.write("\n" if self.tty else self.bar(self._fraction) + "\n")
 
 
 class CtrlC:
@@ -155,10 +162,26 @@ def scenario_named(scenario_id: str):
         raise UsageError(error.args[0]) from None
 
 
+def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
+    """`--config`'s settings, then `--set`'s. A config.json that `--out` wrote names its scenario:
+    another scenario's is refused, not half-applied."""
+    values = read_config_file(args.config) if args.config else {}
+    named = values.pop("scenario", scenario_id)
+    if named != scenario_id:
+        raise UsageError(f"--config {args.config!r} holds the settings of {one_line(named)!r}, not of {scenario_id!r}")
+    return {**values, **parse_sets(args.set)}
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """A line for the person at the terminal (stderr), unless `--quiet`."""
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     formats = check_formats(args.format)
     out = checked_out(args.out)
-    values = {**(read_config_file(args.config) if args.config else {}), **parse_sets(args.set)}
+    values = settings_of(args, args.scenario)
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
     scenario = scenario_named(args.scenario)
@@ -166,12 +189,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = None if args.no_store else RunStore()
     stored = None if store is None else stored_result(store, scenario, config, fresh=args.fresh)
     if stored is not None:
-        print(f"served from the run store: run {stored.run_id} (use --fresh to train again)", file=sys.stderr)
+        say(args, f"served from the run store: run {stored.run_id} (use --fresh to train again)")
         frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
     else:
         from engines.loop.runtime import configure  # torch loads only now: the arguments are known to be good
         configure()
-        bar = ProgressBar(scenario.id)
+        bar = ProgressBar(scenario.id, quiet=args.quiet)
         started = time.perf_counter()
         try:
             with CtrlC(bar):
@@ -191,8 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"stopped by Ctrl-C after {len(frame)} records: {where}" + ("; nothing written to --out" if out else ""),
                   file=sys.stderr)
             return INTERRUPTED
-    files = write_outputs(out, config.model_dump(mode="json"), frame, summary, scenario.figures(frame, config),
-                          formats, args.plotlyjs, run_id) if out else []
+    files = write_outputs(args, out, scenario.id, config.model_dump(mode="json"), frame, summary,
+                          scenario.figures(frame, config), formats, run_id) if out else []
     explanation = scenario.explain(frame, config)
     if args.json:
         from explorer.cli.output import explanation_json, print_json
@@ -201,19 +224,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "explanation": explanation_json(explanation), "files": [str(p) for p in files]})
     else:
         print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
-        print(explanation.markdown())
+        print(terminal_text(explanation.markdown()))
     return 0
 
 
-def write_outputs(out: Path, config: dict, frame, summary: dict, figures: Mapping, formats: tuple[str, ...],
-                  plotlyjs: str, run_id: str | None) -> list[Path]:
+def write_outputs(args: argparse.Namespace, out: Path, scenario_id: str, config: dict, frame, summary: dict,
+                  figures: Mapping, formats: tuple[str, ...], run_id: str | None) -> list[Path]:
     from explorer.exports.files import write_run
     try:
-        paths = write_run(out, config, frame, summary, figures, formats, plotlyjs)
+        paths = write_run(out, scenario_id, config, frame, summary, figures, formats, args.plotlyjs, run_id)
     except Exception as error:  # a full disk, a folder removed meanwhile, no Chromium for PNG: the run is kept
         reason = error.strerror if isinstance(error, OSError) and error.strerror else f"{type(error).__name__}: {error}"
         kept = f"; the run is stored as run {run_id}" if run_id else ""
         raise WriteError(f"could not write the results to {str(out)!r}: {reason}{kept}") from None
     for path in paths:
-        print(path, file=sys.stderr)
+        say(args, str(path))
     return paths

@@ -79,13 +79,13 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     running = handle is not None and handle.running
     run_col, stop_col, auto_col, note_col = st.columns([1, 1, 1.3, 4.7], vertical_alignment="center")
     if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
-                      use_container_width=True):
+                      width="stretch"):
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
         running = handle.running
         if running and handle.snapshot(with_frame=False).waiting:
             st.rerun()  # queued: no chart comes soon to redraw the page, so draw Run off (and Stop on) now
-    if stop_col.button("Stop", key="stop", disabled=not running, use_container_width=True):
+    if stop_col.button("Stop", key="stop", disabled=not running, width="stretch"):
         handle.stop()
         handle.join(timeout=2.0)
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now

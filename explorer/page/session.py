@@ -1,6 +1,5 @@
 """What every page shares: the run store and the worker pool of this server process, and
 starting or loading a run."""
-import os
 import threading
 
 import pandas as pd
@@ -9,7 +8,8 @@ import streamlit as st
 from explorer.runs.handle import RunHandle
 from explorer.runs.pool import WorkerPool
 from explorer.runs.serving import stored_result
-from explorer.runs.store import DEFAULT_PATH, RunStore
+from explorer.runs.store import RunStore
+from explorer.runs.store_home import store_path
 from explorer.view.chart import payload
 from explorer.view.look import polish
 from scenarios import get_scenario
@@ -17,8 +17,8 @@ from scenarios.base import COLUMNS, Scenario, ScenarioConfig
 
 
 def run_store() -> RunStore:
-    """The store at `EXPLORER_STORE` (or the default path); one object per path and process."""
-    return _store_at(os.environ.get("EXPLORER_STORE") or str(DEFAULT_PATH))
+    """The store at `EXPLORER_STORE` (or the default place); one object per path and process."""
+    return _store_at(str(store_path()))
 
 
 @st.cache_resource(show_spinner=False)

@@ -1,7 +1,7 @@
 """The run store: finished, stopped, diverged and failed runs in one SQLite file.
 
-Embedded by default at ~/.cache/training-dynamics-explorer/runs.sqlite3; set
-`EXPLORER_STORE` to another path. WAL mode lets the page read while a run is saved, and
+Embedded by default in the platform's user data folder (explorer/runs/store_home.py:
+~/.local/share/training-dynamics-explorer/runs.sqlite3 on Linux); set `EXPLORER_STORE` to another path. WAL mode lets the page read while a run is saved, and
 several processes write at once (each waits its turn through `busy_timeout`).
 
 A run is written in one transaction at the end — its row, its records and its events
@@ -20,7 +20,6 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import sqlite3
 import threading
 import time
@@ -35,10 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.runs.store_home import store_path
 from explorer.runs.store_schema import MIGRATE_1_TO_2, MIGRATE_2_TO_3, SCHEMA, SCHEMA_VERSION
 
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
-DEFAULT_PATH = Path.home() / ".cache" / "training-dynamics-explorer" / "runs.sqlite3"
 KEPT_ROWS = 1_000_000  # records of recently saved or read runs kept in memory per store object (~70 MB)
 
 RUN_COLUMNS = ("run_id, scenario, config_json, key, code_version, status, created_at, duration_s, summary_json, "
@@ -88,7 +87,7 @@ class StoredRun:
 
 class RunStore:
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path or os.environ.get("EXPLORER_STORE") or DEFAULT_PATH)
+        self.path = store_path(path)
         # A stored run's records never change: those saved or read through this object are kept
         # (reading 10k rows back took ~40 ms of every page run that showed a run again).
         self._frames: OrderedDict[str, pd.DataFrame] = OrderedDict()
