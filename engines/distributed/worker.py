@@ -254,4 +254,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engines.distributed.rank_process import run_as_process
+    run_as_process(main)
