@@ -80,3 +80,15 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def how_it_ended(code: int) -> str:
+    """A process's end in words: `exit code 1`, or the signal that killed it by name (a negative
+    return code), with the usual sender of SIGKILL named."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    return f"killed by {name}" + (" (sent by hand or by the kernel's out-of-memory killer)" if name == "SIGKILL" else "")
