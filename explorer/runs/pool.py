@@ -269,7 +269,7 @@ class WorkerPool:
             self._lock.notify_all()
         if job is not None:
             job.receive({"kind": "done", "id": job.id, "status": "failed",
-                         "error": f"the worker training this run died ({how_it_ended(code)}): {why}"}
+                         "error": f"the worker training this run died, {how_it_ended(code)}: {why}"}
                         if crashed else {"kind": "done", "id": job.id, "status": "stopped"})
         for other in stranded:
             other.receive({"kind": "done", "id": other.id, "status": "failed", "error": self._failure})
