@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from engines.loop.runtime import configure  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
+from scenarios.base import Estimate  # noqa: E402
 from scenarios.cost import price  # noqa: E402
 
 # Configs the fit also uses: each moves a term the tiny/timed/default configs hold still.
@@ -151,7 +152,8 @@ def report(scenario, repeat: int, memory: bool, large: bool) -> None:
     distributed = scenario.rank_processes(scenario.validate(scenario.tiny)) > 0
     fitted = {} if distributed else fit([scenario.work(scenario.validate(o)).terms | {"run": 1.0} for o, *_ in
                                          rows[:len(configs)]], [cpu for _, cpu, _ in rows[:len(configs)]])
-    biggest = max(configs, key=lambda o: scenario.estimate(scenario.validate(o)).bytes)
+    biggest = max(configs, key=lambda o: price({}, scenario.work(scenario.validate(o)))[1] if not distributed
+                  else scenario.estimate(scenario.validate(o)).bytes)
     print(f"\n== {scenario.id}")
     if fitted:
         print("    rates = {" + ", ".join(f'"{k}": {v:.3g}' for k, v in fitted.items()) + "}")
@@ -159,7 +161,7 @@ def report(scenario, repeat: int, memory: bool, large: bool) -> None:
           + ("   peak MB   est MB" if memory else "") + "  config")
     for overrides, cpu, wall in rows:
         config = scenario.validate(overrides)
-        estimate = scenario.estimate(config)
+        estimate = scenario.estimate(config) or Estimate(0.0)  # None before its first rates
         refit = price(fitted, scenario.work(config))[0] if fitted else float("nan")
         measured = wall if distributed else cpu  # the distributed models are of wall time (their cores shared)
         line = (f"    {cpu:7.2f} {wall:7.2f} {estimate.seconds:7.2f} {measured / max(estimate.seconds, 1e-9):6.2f} "

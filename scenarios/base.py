@@ -156,9 +156,10 @@ class Scenario:
         """What a run of `config` grows with (scenarios/cost.py): the terms `rates` prices, the floats it holds."""
         raise NotImplementedError
 
-    def estimate(self, config: ScenarioConfig) -> Estimate:
-        """The run's time and peak memory, from the config alone (said before Run; a large one waits for Run)."""
-        return Estimate(*price(self.rates, self.work(config)))
+    def estimate(self, config: ScenarioConfig) -> Estimate | None:
+        """The run's time and peak memory, from the config alone (said before Run; a large one waits for Run).
+        None for a scenario without `rates` yet (every registered one has them: tests/test_estimates.py)."""
+        return Estimate(*price(self.rates, self.work(config))) if self.rates else None
 
     def rank_processes(self, config: ScenarioConfig) -> int:
         """How many rank processes a run of `config` launches (engines.distributed.launch); the page's

@@ -58,6 +58,7 @@ def test_every_scenario_estimates_its_time_and_memory(scenario) -> None:
     assert len(scenario.timed) == 3, f"{scenario.id}: {len(scenario.timed)} timed configs, not 3"
     for overrides in ({}, scenario.tiny, *scenario.timed):
         estimate = scenario.estimate(scenario.validate(overrides))
+        assert estimate is not None, f"{scenario.id} has no rates: fit them with bench/estimates.py {scenario.id}"
         assert math.isfinite(estimate.seconds) and estimate.seconds > 0, (scenario.id, overrides, estimate)
         assert math.isfinite(estimate.bytes) and estimate.bytes >= 0, (scenario.id, overrides, estimate)
 

@@ -58,9 +58,10 @@ def pending_key(scenario: Scenario) -> str:
     return f"pending:{scenario.id}"
 
 
-def run_estimate(scenario: Scenario, config: ScenarioConfig, repeat: int) -> Estimate:
+def run_estimate(scenario: Scenario, config: ScenarioConfig, repeat: int) -> Estimate | None:
     """What pressing Run would cost: `repeat` seeds run one after another, so their times add up."""
-    return scenario.estimate(config).times(repeat)
+    estimate = scenario.estimate(config)
+    return None if estimate is None else estimate.times(repeat)
 
 
 def large(estimate: Estimate | None, repeat: int = 1) -> str | None:
