@@ -16,6 +16,7 @@ This module imports no torch: a scenario module imports its engines inside `phas
 so the UI process can import every scenario to draw its controls and figures.
 """
 import functools
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -27,11 +28,12 @@ from pydantic import ValidationError
 
 from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_spec,
                               view_field)
+from scenarios.cost import Work, price
 from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
 from scenarios.explanation import Explanation
 
 __all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Machine", "Run", "RunResult",
-           "STATUSES", "Scenario", "ScenarioConfig", "in_turn", "shown_by", "together", "view_field"]
+           "STATUSES", "Scenario", "ScenarioConfig", "Work", "in_turn", "shown_by", "together", "view_field"]
 
 STATUSES = ("finished", "diverged", "stopped", "failed")
 
@@ -44,15 +46,42 @@ class Machine:
     cpus: int
     gpus: int = 0
     gpu_memory_bytes: int = 0          # the smallest GPU's total memory
-    memory_available_bytes: int = 0    # host memory free now (0: unknown)
+    memory_limit_bytes: int = 0        # host memory runs may plan on (`host_memory`; 0: unknown)
+    memory_source: str = "this machine's total memory"  # where that figure comes from, said in a refusal
+
+    def memory_basis(self, share: float) -> str:
+        """The limit a memory refusal applies, in words: its size and what it is based on."""
+        return (f"the {share * self.memory_limit_bytes / 1e9:.2f} GB a run may plan on here ({share:.0%} of "
+                f"{self.memory_limit_bytes / 1e9:.2f} GB, {self.memory_source}; not what happens to be free now)")
+
+
+MEMORY_LIMIT_VARIABLE = "EXPLORER_MEMORY_LIMIT_BYTES"
+
+
+def host_memory() -> dict[str, int | str]:
+    """The host memory a run may plan on, as Machine fields: `EXPLORER_MEMORY_LIMIT_BYTES` where set (a
+    shared server that wants runs smaller; tests), else this machine's total memory. Never what is free
+    at the moment: a config accepted now would be refused two minutes later because of a neighbour."""
+    limit = os.environ.get(MEMORY_LIMIT_VARIABLE, "")
+    try:
+        if limit:
+            return {"memory_limit_bytes": int(float(limit)), "memory_source": f"set by {MEMORY_LIMIT_VARIABLE}"}
+        return {"memory_limit_bytes": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
+                "memory_source": "this machine's total memory"}
+    except (ValueError, OSError):
+        return {"memory_limit_bytes": 0}
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A cheap, calibrated guess of a run's cost, said before it starts when it is large."""
+    """A cheap, calibrated guess of a run's cost (scenarios/cost.py), said on the page before Run."""
 
     seconds: float
     bytes: float = 0.0
+
+    def times(self, runs: int) -> "Estimate":
+        """`runs` such runs one after another (a seed repeat): the time adds up, the peak does not."""
+        return Estimate(self.seconds * runs, self.bytes)
 
 
 @dataclass(frozen=True)
@@ -88,6 +117,8 @@ class Scenario:
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
+    rates: ClassVar[dict[str, float]] = {}   # seconds per unit of each `work` term here (bench/estimates.py fits them)
+    timed: ClassVar[tuple[dict[str, Any], ...]] = ()  # three configs (≲ 2 s each) the estimate is held to, within 2×
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A scenario's docstring (`help()`, a notebook's `?`) is its question, then its module's
@@ -130,9 +161,14 @@ class Scenario:
         """A plain sentence when this machine cannot run `config` (refused before Run), else None."""
         return None
 
+    def work(self, config: ScenarioConfig) -> Work:
+        """What a run of `config` grows with (scenarios/cost.py): the terms `rates` prices, the floats it holds."""
+        raise NotImplementedError
+
     def estimate(self, config: ScenarioConfig) -> Estimate | None:
-        """A cheap guess of the run's time and memory, said before a large run starts."""
-        return None
+        """The run's time and peak memory, from the config alone (said before Run; a large one waits for Run).
+        None for a scenario without `rates` yet (every registered one has them: tests/test_estimates.py)."""
+        return Estimate(*price(self.rates, self.work(config))) if self.rates else None
 
     def rank_processes(self, config: ScenarioConfig) -> int:
         """How many rank processes a run of `config` launches (engines.distributed.launch); the page's

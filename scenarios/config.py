@@ -52,6 +52,17 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+ECHO_CHARS = 80
+
+
+def cut(value: object, limit: int = ECHO_CHARS) -> str:
+    """A value from outside as a message quotes it: one line, cut with an ellipsis past `limit` characters.
+    (explorer/plaintext.py's `cut`, the same: scenarios import nothing above them, and the command line
+    refuses a bad argument before it loads the scenario registry.)"""
+    text = one_line(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def field_spec(info) -> dict[str, Any]:
     """The facts about one pydantic field that the edges need."""
     spec: dict[str, Any] = {"default": info.default, "description": info.description or "",
@@ -77,11 +88,12 @@ def field_spec(info) -> dict[str, Any]:
 def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
     """The first problem in one line, naming the key and what is allowed."""
     problem = error.errors()[0]
-    key = ".".join(str(part) for part in problem["loc"]) or "config"
+    key = ".".join(str(part) for part in problem["loc"]) if problem["loc"] else "config"
     if problem["type"] == "extra_forbidden":
-        return one_line(f"unknown key {key!r} for {scenario_id}; allowed keys: {', '.join(specs)}")
+        named = f"{cut(key)!r}" if key else "'' (an empty name)"
+        return one_line(f"unknown key {named} for {scenario_id}; allowed keys: {', '.join(specs)}")
     spec = specs.get(key, {})
-    given = problem.get("input")
+    given = cut(problem.get("input"))
     if spec.get("kind") == "choice":
         allowed = "one of " + ", ".join(str(c) for c in spec["choices"])
     elif spec.get("kind") in ("int", "float"):
@@ -90,6 +102,11 @@ def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: Va
         allowed = f"{'an integer' if spec['kind'] == 'int' else 'a number'} from {low} to {high}"
     elif spec.get("kind") == "bool":
         allowed = "true or false"
+    elif problem["msg"].startswith(("Input should be ", "String should be ")):  # pydantic's own words, as ours
+        allowed = problem["msg"].split(" should be ", 1)[1]
+    elif problem["msg"].startswith("String should have "):
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must have "
+                        f"{problem['msg'].removeprefix('String should have ')}")
     else:
-        allowed = problem["msg"]
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {problem['msg'].removeprefix('Value error, ')}")
     return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must be {allowed}")

@@ -4,8 +4,9 @@ A scenario's `phases` are lists of `Arm`s; `Run.drive` advances the arms of a ph
 by side (one item each in turn) and the phases one after another. Every item an arm
 yields is a step (`engines.loop.training.train` yields one per step), so Stop is checked after
 every step of every arm, and progress is computed here, once, from each arm's `steps`
-and `cost`. A diverged arm ends with an event and a `diverged` row; a diverged `needed`
-arm (a teacher, the float model) ends the run. A `Note` item tells the sink what the run
+and `cost`: the work done over the work done and left (an arm that diverges early leaves
+less). A diverged arm ends with an event and a `diverged` row; a diverged `needed` arm (a
+teacher, the float model) ends the run. A `Note` item tells the sink what the run
 waits for ("starting 3 rank processes") without recording anything.
 """
 import time
@@ -116,12 +117,17 @@ class Run:
         return self.stopped
 
     def drive(self, phases: list[list[Arm]]) -> None:
-        """Run the phases in order; within a phase, advance the arms side by side."""
-        total = sum(arm.steps * arm.cost for phase in phases for arm in phase) or 1.0
+        """Run the phases in order; within a phase, advance the arms side by side.
+
+        Progress is the work done over the work done and still to do (steps × cost): an arm that
+        ends early (it diverged) takes its unrun steps off what is left, rather than counting them
+        as done, so the bar moves with the time the run still needs."""
+        later = [sum(arm.steps * arm.cost for arm in phase) for phase in phases]
         done = 0.0
-        for phase in phases:
+        for index, phase in enumerate(phases):
             live = {id(arm): arm for arm in phase}
             left = {id(arm): arm.steps for arm in phase}
+            after = sum(later[index + 1:])
             try:
                 while live:
                     for key, arm in list(live.items()):
@@ -132,8 +138,7 @@ class Run:
                                 return
                             continue
                         if item is StopIteration or self._take(arm, item):
-                            del live[key]
-                            done += max(0, left[key]) * arm.cost  # an arm that ended early counts as done
+                            del live[key]  # its unrun steps will not run: no longer work to do
                             if item is not StopIteration and arm.needed:
                                 return
                             continue
@@ -142,7 +147,8 @@ class Run:
                             done += arm.cost
                         if self.should_stop():
                             return
-                    self.progress(done / total)
+                    to_do = sum(max(0, left[key]) * arm.cost for key, arm in live.items()) + after
+                    self.progress(done / (done + to_do) if done + to_do else 1.0)
             finally:
                 for arm in live.values():
                     arm.records.close()  # a stopped run still runs each loop's `finally`

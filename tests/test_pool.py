@@ -156,7 +156,7 @@ def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isol
     os.kill(worker, signal.SIGKILL)
     assert handle.join(WAIT_S)
     snap = handle.snapshot()
-    assert snap.status == "failed" and "died (exit code -9)" in snap.error, snap.error
+    assert snap.status == "failed" and "died, killed by SIGKILL" in snap.error, snap.error
     assert RunStore().get(snap.run_id).status == "failed", "a crashed run is stored with its error"
     wait_until(lambda: pool.pids() and pool.pids() != [worker], "a replacement worker")
     assert pool.wait_ready(WAIT_S)

@@ -14,13 +14,15 @@ stdout (`--json` makes them machine-readable). A closed pipe (`| head`) ends qui
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 from explorer import __version__
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
-from explorer.plaintext import one_line, terminal_text
+from explorer.plaintext import cut, one_line, terminal_text
 
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
@@ -83,10 +85,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from explorer.cli.output import explanation_json, print_json, run_json, when
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
     stored = store.get(args.run_id)
     if stored is None:
-        raise UsageError(f"no run {args.run_id!r} in {store.path} (list them with: {args.prog} runs)")
+        raise UsageError(f"no run {cut(args.run_id)!r} in {store.path} (list them with: {args.prog} runs)")
     scenario = scenario_named(stored.scenario)
     config = scenario.validate(stored.config)
     explanation = scenario.explain(store.frame(stored.run_id), config)
@@ -106,7 +108,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from explorer.cli.output import print_json, print_runs, run_json
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
+    if store.read_only:
+        print(f"the run store {store.path} is read-only here: listed as it is", file=sys.stderr)
     runs = store.list_runs(args.scenario, limit=args.limit, status=args.status)
     if args.json:
         print_json([run_json(stored) for stored in runs])
@@ -208,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the reader left: drop the rest, quietly
         return CLOSED_PIPE
+    finally:
+        if argv is None and threading.current_thread() is threading.main_thread():
+            # The process's own command line, its exit code decided: a Ctrl-C while the interpreter tears
+            # down (torch's exit handlers take a moment) would end it by SIGINT (-2) instead of this code.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dispatch(prog: str, argv: list[str] | None) -> int:

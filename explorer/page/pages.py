@@ -12,6 +12,7 @@ from explorer.page.glossary_page import render_glossary
 from explorer.page.home import render_home
 from explorer.page.runs_page import render_runs
 from explorer.page.scenario_page import render_scenario
+from explorer.page.session import store_banner
 from explorer.page.topics import by_topic
 from explorer.page.url import mark_page
 from scenarios import all_scenarios
@@ -29,14 +30,17 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
 
     def home() -> None:
         mark_page("home")
+        store_banner()
         render_home(scenario_pages, pages)
 
     def runs() -> None:
         mark_page("runs")
+        store_banner()
         render_runs(scenario_pages)
 
     def glossary() -> None:
         mark_page("glossary")
+        store_banner()
         render_glossary(scenario_pages)
 
     for name, function, title, icon in (("home", home, "Home", "home"), ("runs", runs, "Runs", "history"),
@@ -50,6 +54,7 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
 
 def _page_function(scenario: Scenario, glossary_page: st.Page):
     def page() -> None:
+        store_banner()
         render_scenario(scenario, glossary_page)
     page.__name__ = "page_" + scenario.id.replace("-", "_")
     return page

@@ -6,6 +6,7 @@ it from wherever the platform keeps it (/proc on Linux, sysctl on macOS, the too
 on Windows), and ends a process only if it is still the one found (the start time is checked),
 so an ended child whose id was reused is never signalled.
 """
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -70,3 +71,15 @@ def end_tree(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
             child.kill()
         except psutil.Error:  # already gone
             pass
+
+
+def how_it_ended(code: int) -> str:
+    """A process's end in words: `exit code 1`, or the signal that killed it by name (a negative
+    return code), with the usual sender of SIGKILL named."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    return f"killed by {name}" + (" (sent by hand or by the kernel's out-of-memory killer)" if name == "SIGKILL" else "")

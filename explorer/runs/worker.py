@@ -35,6 +35,7 @@ import traceback
 from typing import Any
 
 from engines.distributed import launch as distributed
+from scenarios.base import host_memory
 
 ROWS_EVERY_S = 0.05    # rows are sent in batches at most this often (the first at once)
 SPARE_RANKS = 4        # rank processes a distributed run leaves started ahead for the next (engines/distributed/launch.py)
@@ -82,19 +83,7 @@ def machine() -> dict[str, int]:
     import torch
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     gpu_bytes = min((torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), default=0)
-    return {"cpus": os.cpu_count() or 1, "gpus": gpus, "gpu_memory_bytes": int(gpu_bytes),
-            "memory_available_bytes": memory_available_bytes()}
-
-
-def memory_available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return {"cpus": os.cpu_count() or 1, "gpus": gpus, "gpu_memory_bytes": int(gpu_bytes), **host_memory()}
 
 
 ENTRY_POINTS = {"engines.distributed.worker", "engines.distributed.spare_rank"}  # rank processes' mains, not libraries

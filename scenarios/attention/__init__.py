@@ -29,7 +29,8 @@ from pydantic import Field
 
 from scenarios.attention import figures as look
 from scenarios.attention.figures import SWEEP, heads_label, heads_of, uniform_label
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
@@ -95,6 +96,20 @@ class Attention(Scenario):
         "two layers, one head": {"heads": "1,2", "layers": 2, "map_heads": 1},
         "Vaswani et al. 2017: 8 heads of d_model/8": {"heads": "1,2,4,8", "map_heads": 8},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"keys": 0.00425, "layer_logs": 0.00396, "run": 0.164, "steps": 0.00134, "token_layer_steps": 0.000199}
+    timed = ({"heads": "1,2,4,8", "steps": 40}, {"steps": 300, "heads": "1", "baseline": False}, {"keys": 64, "heads": "2", "steps": 100})
+
+    def work(self, config: Config) -> Work:
+        """The d_k sweep (512 queries over `keys` keys at 8 sizes), then one arm per head count (and the
+        baseline) on batches of 32, `pairs` + 4 tokens through `layers` attention layers."""
+        heads = heads_of_config(config)
+        arms, tokens = len(heads) + config.baseline, config.pairs + 4
+        steps = arms * config.steps
+        return Work({"keys": config.keys, "steps": steps, "token_layer_steps": steps * tokens * config.layers,
+                     "layer_logs": arms * logs(config.steps, 50) * config.layers},
+                    floats=512 * config.keys * 1024 + arms * config.layers * 32 * tokens * 32 * 16)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from scenarios.autodiff import figures as look
 from scenarios.autodiff.figures import PASS
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.claims import Final
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.plotting import Figures, arm_colors, curves_figure
@@ -90,6 +91,18 @@ class Autodiff(Scenario):
         "plenty of task B data": {"examples_b": 2000},
         "Yosinski et al. 2014: transfer fades with relatedness": {"relatedness": 0.5},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"example_steps": 1.3e-06, "logs": 0.00266, "run": 0.0426, "steps": 0.000821}
+    timed = ({"pretrain_steps": 800, "finetune_steps": 30}, {"examples_b": 2000, "finetune_steps": 60, "pretrain_steps": 50},
+             {"finetune_steps": 400, "pretrain_steps": 50})
+
+    def work(self, config: Config) -> Work:
+        """Pretraining on batches of 128, three arms fine-tuning full-batch; every log scores 2000 test examples."""
+        pre, tune = config.pretrain_steps, 3 * config.finetune_steps
+        return Work({"steps": pre + tune, "example_steps": 128 * pre + tune * config.examples_b,
+                     "logs": logs(pre) + 3 * logs(config.finetune_steps)},
+                    floats=5 * 8000 + 4 * 16 * 2000 + 3 * 64 * config.examples_b)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

@@ -26,7 +26,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
+from scenarios.cost import logs
 from scenarios.contrastive import figures as look
 from scenarios.contrastive.figures import RAW, arm_of
 from scenarios.explanation import Explanation
@@ -89,6 +90,20 @@ class Contrastive(Scenario):
         "fewer negatives (N = 16)": {"batch": 16},
         "more negatives (N = 512)": {"batch": 512},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"log_pairs": 5.78e-08, "logs": 0.00307, "pair_steps": 8.45e-10, "run": 0.0196, "steps": 0.00194}
+    timed = ({"batch": 512, "steps": 20}, {"steps": 600, "temperatures": "0.1", "batch": 64},
+             {"embedding_dim": 64, "steps": 150, "temperatures": "0.02,1"})
+
+    def work(self, config: Config) -> Work:
+        """One encoder per τ side by side, each step two views of `batch` points and the batch × batch scores;
+        every log fits and scores the ridge probe on 512 + 512 held-out points."""
+        arms, batch = len(taus_of(config)), config.batch
+        steps, logged = arms * config.steps, arms * logs(config.steps, 50)
+        return Work({"steps": steps, "example_steps": steps * batch, "pair_steps": steps * batch ** 2 * config.embedding_dim,
+                     "logs": logged, "log_pairs": logged * batch ** 2},
+                    floats=arms * (4 * 7000 + 2 * batch * 200 + 4 * batch ** 2) + 2048 * 64)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for

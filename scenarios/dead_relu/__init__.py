@@ -33,7 +33,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.claims import Computed
 from scenarios.dead_relu.claims import arm_details, arm_summary, born_sentence, dead_claim
 from scenarios.dead_relu.figures import (born_curves_figure, born_dead, born_heatmap_figure, dead_heatmaps_figure,
@@ -109,6 +110,23 @@ class DeadReLU(Scenario):
         "Lu et al. 2019: born dead": {"init": "he", "bias_init": 0.0, "born_dead_widths": "2,3,4,6,8,12,16",
                                       "born_dead_depth": 50, "networks": 1024},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"born_layers": 0.000338, "born_macs": 1.49e-10, "layer_logs": 0.000263, "layer_steps": 0.000172,
+             "macs": 6.25e-11, "steps": 0.00105}
+    timed = ({"networks": 2048, "born_dead_depth": 30, "steps": 50}, {"width": 256, "depth": 3, "steps": 50, "networks": 64},
+             {"steps": 400, "depth": 2, "networks": 64, "born_dead_depth": 10})
+
+    def work(self, config: Config) -> Work:
+        """Three arms full-batch on 256 points (every log: a census and histograms per layer), then every
+        born-dead width's `networks` nets, layer by layer, on 64 probes."""
+        arm_steps, width, depth, widths = 3 * config.steps, config.width, config.depth, widths_of(config)
+        born_macs = config.networks * config.born_dead_depth * 64 * sum(w * w + 2 * w for w in widths)
+        return Work({"steps": arm_steps, "layer_steps": arm_steps * depth,
+                     "macs": arm_steps * 256 * 3 * (9 * width + (depth - 1) * width ** 2),
+                     "layer_logs": 3 * logs(config.steps) * depth,
+                     "born_layers": len(widths) * config.born_dead_depth, "born_macs": born_macs},
+                    floats=3 * depth * (4 * width ** 2 + 4 * 256 * width) + 3 * config.networks * max(widths) * 64)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

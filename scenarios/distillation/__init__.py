@@ -19,7 +19,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
+from scenarios.cost import logs
 from scenarios.claims import DivergedAt
 from scenarios.distillation import figures as look
 from scenarios.distillation.figures import HARD, TEACHER, arm_of, percent
@@ -117,6 +118,25 @@ class Distillation(Scenario):
         "soft targets only (α = 1)": {"alpha": 1.0},
         "plenty of labels": {"transfer_size": 2000},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"log_macs": 5.58e-10, "student_examples": 1.15e-06, "student_logs": 0.000953,
+             "student_steps": 0.000565, "teacher_macs": 9.02e-11, "teacher_steps": 0.00129}
+    timed = ({"teacher_width": 512, "teacher_steps": 100, "temperatures": "4"},
+             {"transfer_size": 5000, "student_steps": 60, "temperatures": "1,2,4"}, {"student_steps": 400, "temperatures": "1,20"})
+
+    def work(self, config: Config) -> Work:
+        """The teacher (two hidden layers, batches of 256), then each student full-batch on the transfer set,
+        scored on 4000 test examples at every log."""
+        arms, teacher, student = 1 + len(temperatures_of(config)), config.teacher_width, config.student_width
+        steps, logged = arms * config.student_steps, arms * logs(config.student_steps, 50)
+        return Work({"teacher_steps": config.teacher_steps,
+                     "teacher_macs": config.teacher_steps * TEACHER_BATCH * (teacher ** 2 + 26 * teacher),
+                     "student_steps": steps, "student_examples": steps * config.transfer_size,
+                     "student_macs": steps * config.transfer_size * 26 * student,
+                     "student_logs": logged, "log_macs": logged * TEST_SIZE * 26 * student},
+                    floats=4 * teacher ** 2 + TEACHER_BATCH * teacher * 6 + (TEST_SIZE + config.transfer_size) * (
+                        26 + 3 * max(teacher, student)))
 
     def phases(self, config: Config) -> list[list[Arm]]:
         built: dict = {}  # the teacher's transfer and test sets, for the students of later phases

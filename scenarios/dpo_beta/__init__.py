@@ -21,7 +21,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by
+from scenarios.cost import logs
 from scenarios.dpo_beta import figures as look
 from scenarios.dpo_beta.claims import explanation, finished
 from scenarios.dpo_beta.figures import LOG2, arm_of, beta_label, optimum_arm
@@ -113,6 +114,25 @@ class DpoBeta(Scenario):
         "small β, more LM steps": {"betas": "0.01,0.1,1,10", "sequence_steps": 200},
         "tabular only, to convergence": {"level": "tabular", "tabular_steps": 1000},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"run": 0.0185, "sequence_log_pairs": 2.74e-06, "sequence_logs": 0.00679, "sequence_steps": 0.00249,
+             "tabular_log_pairs": 1.93e-07, "tabular_steps": 0.000725}
+    timed = ({"level": "sequence", "sequence_steps": 200, "betas": "0.1,1"}, {"level": "tabular", "tabular_steps": 500},
+             {"pairs": 4096, "sequence_steps": 30, "tabular_steps": 100, "betas": "0.1,1"})
+
+    def work(self, config: Config) -> Work:
+        """Per level, one β arm after another: tabular Adam steps on K logits (every log scores every pair),
+        and steps of the tiny LM on 64 pairs (every log scores every sequence and every pair)."""
+        betas, levels = len(betas_of(config)), levels_of(config)
+        tab = betas * config.tabular_steps if "tabular" in levels else 0
+        seq = betas * config.sequence_steps if "sequence" in levels else 0
+        tab_logs = betas * logs(config.tabular_steps) if tab else 0
+        seq_logs = betas * logs(config.sequence_steps, 25) if seq else 0
+        return Work({"tabular_steps": tab, "tabular_log_pairs": tab_logs * config.pairs, "sequence_steps": seq,
+                     "sequence_logs": seq_logs, "sequence_log_pairs": seq_logs * config.pairs,
+                     "sequence_level": float(bool(seq))},
+                    floats=config.pairs * 64 + 4096 * 16 * 32 * 4)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         phases = []

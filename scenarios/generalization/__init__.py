@@ -24,7 +24,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.generalization import figures as look
 from scenarios.generalization.figures import BOTH, DECAY, DROPOUT, MAIN_ARMS, NONE, sweep_label
@@ -89,6 +90,22 @@ class Generalization(Scenario):
         "clean labels: less to overfit": {"label_noise": 0.0},
         "Zhang et al. 2017: random labels": {"label_noise": 0.75},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"logs": 0.00182, "macs": 4.38e-11, "steps": 0.00102}
+    timed = ({"width": 256, "steps": 40}, {"n": 2000, "steps": 300, "sweep": "none"}, {"steps": 200, "sweep": "100,1000"})
+
+    def work(self, config: Config) -> Work:
+        """Four regularizer arms (60 logs) and the sweep's arms (10 logs), each step a batch of ≤ 128; every
+        log scores the arm's training set and the 1000 validation examples in eval mode."""
+        sizes = [config.n] * 4 + [n for n, arm in sweep_of(config).items() if arm != NONE]
+        example_macs = config.width ** 2 + 14 * config.width  # 10 → width → width → 4
+        steps, main_logs, sweep_logs = config.steps + 1, logs(config.steps, 60), logs(config.steps, 10)
+        logged = [main_logs] * 4 + [sweep_logs] * (len(sizes) - 4)
+        return Work({"steps": steps * len(sizes), "logs": sum(logged),
+                     "macs": example_macs * sum(3 * steps * min(128, n) + count * (n + 1000)
+                                                for n, count in zip(sizes, logged))},
+                    floats=len(sizes) * 5 * example_macs + (max(sizes) + 2000) * (10 + 2 * config.width))
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import Field
 
 from engines.supervised.lora_rules import FULL, AlphaRule, arm_name, comparison_ranks, peft_snippet
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.lora_rank.figures import (LEFT, alpha, anywhere, cliff, energy, final_loss_figure, left_claim,
                                           loss_figure, params_figure, per_arm, scale_figure, singular_value_figure,
@@ -92,6 +92,19 @@ class LoraRankSweep(Scenario):
         "the wrong layer: fc2 only": {"target_layers": "fc2"},
         "a harder task: k = 16": {"k": 16},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"arms": 0.00777, "rank_steps": 6.72e-06, "steps": 0.00119}
+    timed = ({"steps": 300, "ranks": "1,2,4,8"}, {"ranks": "8,16,32,64", "target_layers": "fc1", "steps": 250}, {"steps": 100})
+
+    def work(self, config: Config) -> Work:
+        """The full fine-tune, then one peft-wrapped arm per rank, in turn: batches of 128 through the 64-wide
+        base, each adapted layer adding A and B."""
+        arms, targets = 1 + len(ranks_of(config)), len(targets_of(config))
+        steps = arms * config.steps
+        return Work({"arms": arms, "steps": steps, "target_steps": steps * targets,
+                     "rank_steps": config.steps * targets * sum(ranks_of(config))},
+                    floats=2 * 64 * 64 * 4 + 2048 * 64 * 3 + 128 * 64 * 6)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

@@ -26,7 +26,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.memory_tricks import figures as look
 from scenarios.memory_tricks.figures import ACCUMULATION, CHECKPOINTING, RESUMED, UNINTERRUPTED
@@ -92,6 +92,23 @@ class MemoryTricks(Scenario):
         "resume without the RNG state": {"dropped": "RNG state"},
         "Chen et al. 2016: 64 layers": {"layers": 64, "width": 64},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"resume_steps": 0.000891, "run": 0.0157, "sweep_layers": 0.000137, "sweep_macs": 1.27e-10,
+             "sweep_steps": 0.00416}
+    timed = ({"layers": 32, "width": 256, "batch": 128, "timing_repeats": 3}, {"steps": 600, "timing_repeats": 1},
+             {"width": 512, "layers": 8, "batch": 256, "timing_repeats": 2, "steps": 50})
+
+    def work(self, config: Config) -> Work:
+        """The checkpointing sweep: for no checkpointing and every divisor k of `layers`, one counted step
+        and `timing_repeats` timed ones through `layers` Linear layers of `width` (k segments recompute
+        forward); the accumulation check; three small runs (every step logged) for the resume."""
+        divisors = sum(config.layers % k == 0 for k in range(1, config.layers + 1))
+        sweep_steps = (divisors + 1) * (config.timing_repeats + 1)
+        return Work({"sweep_steps": sweep_steps, "sweep_layers": sweep_steps * config.layers,
+                     "sweep_macs": sweep_steps * config.layers * config.batch * config.width ** 2,
+                     "resume_steps": 3 * config.steps},
+                    floats=config.layers * (2 * config.width ** 2 + 3 * config.batch * config.width))
 
     def phases(self, config: Config):
         from engines.distributed.activation_memory import accumulation_sweep, checkpoint_sweep

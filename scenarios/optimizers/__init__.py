@@ -24,7 +24,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.optimizers import figures as look
 from scenarios.optimizers.figures import IDLE_ARMS, NET_ARMS, OPTIMIZERS, SURFACE_ARMS, optimizer_of
@@ -90,6 +91,19 @@ class Optimizers(Scenario):
         "κ = 1000: SGD barely moves along x": {"kappa": 1000.0, "lr": 1e-3},
         "Loshchilov & Hutter 2019: AdamW's decay, λ = 0.5": {"weight_decay": 0.5, "adam_lr": 0.01},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"net_logs": 0.000876, "net_steps": 0.00104, "run": 0.00834, "steps": 0.000331}
+    timed = ({"steps": 800, "net_steps": 10}, {"net_steps": 300, "steps": 10}, {"steps": 300, "net_steps": 150})
+
+    def work(self, config: Config) -> Work:
+        """The optimizers on the 2-D surface (every step logged up to 1000) and on an idle weight, side by
+        side; then one small MLP per optimizer on the same batches, probed on logged steps."""
+        steps, surfaces = config.steps, len(SURFACE_ARMS)
+        logged = steps if steps <= 1000 else logs(steps, 1000)
+        return Work({"steps": (surfaces + len(IDLE_ARMS)) * steps, "surface_logs": surfaces * logged,
+                     "net_steps": len(NET_ARMS) * config.net_steps, "net_logs": len(NET_ARMS) * logs(config.net_steps)},
+                    floats=len(NET_ARMS) * 4 * 5000 + (surfaces + len(IDLE_ARMS)) * 8)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

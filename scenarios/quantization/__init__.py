@@ -22,7 +22,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors
 from scenarios.quantization.claims import ACC, explanation, summary
@@ -127,6 +128,23 @@ class Quantization(Scenario):
         "weights only (float activations)": {"activation_bits": "float"},
         "Krishnamoorthi 2018 (int8)": {"bits": "8", "channel_spread": 1.0, "qat_bits": "none"},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"float_macs": 1.67e-10, "float_steps": 0.00111, "ptq_macs": 3.1e-07, "ptq_points": 0.00788,
+             "qat_macs": 2.55e-10, "qat_steps": 0.00339, "run": 0.0485}
+    timed = ({"width": 256, "train_steps": 100, "qat_bits": "2"}, {"qat_steps": 100, "qat_bits": "2,3,4"},
+             {"train_steps": 1000, "qat_bits": "none", "bits": "8"})
+
+    def work(self, config: Config) -> Work:
+        """The float MLP (two hidden layers of `width`, batches of 256), each scheme's PTQ sweep over the bit
+        widths, then each QAT fine-tune through fake-quant."""
+        example_macs = config.width ** 2 + 14 * config.width
+        points = len(ptq_arms_of(config)) * len(BIT_SETS[config.bits])
+        qat_steps = len(QAT_BIT_SETS[config.qat_bits]) * config.qat_steps
+        return Work({"float_steps": config.train_steps, "float_macs": config.train_steps * BATCH * example_macs,
+                     "logs": logs(config.train_steps), "ptq_points": points, "ptq_macs": points * example_macs,
+                     "qat_steps": qat_steps, "qat_macs": qat_steps * BATCH * example_macs},
+                    floats=6 * example_macs + BATCH * config.width * 8 + 4096 * config.width * 2)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for
