@@ -9,8 +9,8 @@ as the run that never stopped. Leave one out and it does not.
 
 A loss is measured before its step's update, so the losses alone cannot show what the last
 update did. After the last step each arm records its state too, as float64 fingerprints
-(`state_fingerprints`: the weights', and Adam's moments and step counts, each projected on
-one fixed random vector): bitwise equal states give bitwise equal fingerprints, and
+(`state_fingerprints`: the weights', and Adam's moments, step counts and next learning rate,
+each projected on one fixed random vector): bitwise equal states give bitwise equal fingerprints, and
 different ones, with probability 1, different fingerprints.
 
 Every arm builds its own model, optimizer, scheduler and batch generator from the seed;
@@ -108,10 +108,13 @@ def fingerprint(tensors: Iterator[torch.Tensor]) -> float:
 
 
 def state_fingerprints(run: Run) -> dict[str, float]:
-    """The weights' fingerprint, and the optimizer state's (Adam's moments and step counts)."""
-    moments = (value if torch.is_tensor(value) else torch.tensor(float(value))
-               for state in run.optimizer.state_dict()["state"].values() for _, value in sorted(state.items()))
-    return {"state/weights": fingerprint(iter(run.model.parameters())), "state/optimizer": fingerprint(moments)}
+    """The weights' fingerprint, and the optimizer's: Adam's moments and step counts, and the
+    learning rate its next step would take (the scheduler sets it in the param groups)."""
+    saved = run.optimizer.state_dict()
+    moments = [value if torch.is_tensor(value) else torch.tensor(float(value))
+               for state in saved["state"].values() for _, value in sorted(state.items())]
+    rates = torch.tensor([float(group["lr"]) for group in saved["param_groups"]], dtype=torch.float64)
+    return {"state/weights": fingerprint(iter(run.model.parameters())), "state/optimizer": fingerprint(iter([*moments, rates]))}
 
 
 def _steps(run: Run, steps: int, final_state: bool = True):

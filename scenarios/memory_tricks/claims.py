@@ -15,7 +15,8 @@ from scenarios.records import Records
 from scenarios.words import byte_sizes, count, counted
 
 Compute = Callable[[Records], float | None]
-STATE = {"state/weights": "the weights", "state/optimizer": "Adam's moments and step counts"}
+STATE = {"state/weights": ("the weights", "are", "differ"),
+         "state/optimizer": ("Adam's state (moments, step counts, next lr)", "is", "differs")}
 
 
 def loss_gap(arm: str) -> Compute:
@@ -48,10 +49,11 @@ def state_gap(arm: str, metric: str) -> Compute:
 def state_claims(records: Records, arm: str) -> list[Computed]:
     """For each part of the state: 'the weights equal' or 'differ (fingerprints 3.1 apart)'."""
     claims = []
-    for metric, name in STATE.items():
+    for metric, (name, equal, differ) in STATE.items():
         gap = state_gap(arm, metric)(records)
         if gap is not None:
-            words = f"{name} bitwise equal (fingerprints {{}} apart)" if gap == 0 else f"{name} differ (fingerprints {{}} apart)"
+            words = f"{name} {equal} bitwise equal" if gap == 0 else f"{name} {differ}"
+            words += " (fingerprints {} apart)"
             claims.append(Computed(words, gap, state_gap(arm, metric), rel=0.0 if gap == 0 else 1e-9))
     return claims
 
