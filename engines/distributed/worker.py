@@ -8,6 +8,9 @@ fresh port per run), or by `torchrun` on a real multi-GPU / multi-node job:
 
     torchrun --nproc_per_node=8 -m engines.distributed.worker --job '{"layers": 12, ...}' --out results/
 
+(`--out` is made if it does not exist. `"device": "cpu"` in the job runs on the CPU with gloo,
+FSDP's mesh included, whether or not the machine has a GPU.)
+
 For each strategy (DDP, FSDP2 with `reshard_after_forward` True ≈ ZeRO-3 or False ≈ ZeRO-2,
 optionally FSDP2 with bf16 parameters in compute) it builds the same seeded Transformer,
 trains a few steps on the same data, and measures this rank's memory by category at three

@@ -134,13 +134,16 @@ def stability_edge(arm: str, momentum: float) -> float:
     return EDGES[arm][1](momentum)
 
 
+def side_of(value: float, edge: float) -> str:
+    """"below", "at" (within 1e-9: it neither shrinks nor grows) or "past" the edge."""
+    return "at" if abs(value - edge) <= 1e-9 * edge else "below" if value < edge else "past"
+
+
 def against_edge(arm: str, edge: float, side: str):
-    """records -> the arm's lr·λ_max while it lies on `side` ("below", "past") of `edge`, else None."""
+    """records -> the arm's lr·λ_max while it lies on `side` of `edge`, else None."""
     def compute(records: Records) -> float | None:
         value = edge_product(arm)(records)
-        if value is None or (value < edge) != (side == "below"):
-            return None
-        return value
+        return value if value is not None and side_of(value, edge) == side else None
     return compute
 
 
@@ -156,7 +159,7 @@ def stability_sentence(records: Records, surface: str, momentum: float) -> Sente
     for arm in arms:
         formula, edge = EDGES[arm][0], stability_edge(arm, momentum)
         value = edge_product(arm)(records)
-        side = "below" if value < edge else "past"
+        side = side_of(value, edge)
         named = formula if formula == f"{edge:.3g}" else f"{formula} = {edge:.3g}"
         claims.append(Computed(f"{arm} {{}}, {side} its edge {named}", value,
                                against_edge(arm, edge, side), shown=f"{value:.3g}"))
