@@ -117,8 +117,7 @@ def size_after(h: float, momentum: float, nesterov: bool, steps: int = 400) -> f
     w = torch.ones(1, dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.SGD([w], lr=h, momentum=momentum, nesterov=nesterov)
     for _ in range(steps):
-        optimizer.zero_grad()
-        (0.5 * w.square()).sum().backward()
+        w.grad = w.detach().clone()  # ∇½w² = w
         optimizer.step()
     return w.abs().item()
 
