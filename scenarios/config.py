@@ -94,6 +94,8 @@ def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: Va
         return one_line(f"unknown key {named} for {scenario_id}; allowed keys: {', '.join(specs)}")
     spec = specs.get(key, {})
     given = cut(problem.get("input"))
+    if problem["type"] == "value_error":  # a validator's own sentence: the combination, not the bounds
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {problem.get('ctx', {}).get('error', problem['msg'])}")
     if spec.get("kind") == "choice":
         allowed = "one of " + ", ".join(str(c) for c in spec["choices"])
     elif spec.get("kind") in ("int", "float"):

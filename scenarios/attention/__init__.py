@@ -76,8 +76,6 @@ class Attention(Scenario):
     terms = {
         "Attention": shown_by("attention_maps", "attn/", arm="head",
                               how="each query's weights over the drawn example's positions, per head"),
-        "Query / Key / Value (Q/K/V)": shown_by("attention_maps", "attn/", "eval_accuracy", arm="head",
-                                                how="a query names two keys; the weights on their pairs fetch the values"),
         "Scaled dot-product attention": shown_by("entropy", "entropy/scaled", "entropy/unscaled", "sdpa_max_abs_diff", arm=SWEEP,
                                                  how="softmax(QKᵀ/√d_k): scaled scores keep their entropy at every d_k"),
         "Multi-head attention": shown_by("accuracy_vs_heads", "eval_accuracy", arm="heads",
@@ -144,7 +142,7 @@ class Attention(Scenario):
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records, last, arms = Records(frame), config.steps - 1, list(model_arms(config))
-        sweep = look.saturation_sentence(records, config.keys)
+        sweep = look.saturation_sentence(records, config.keys, config.d_k)
         accuracy = look.accuracy_sentence(records, arms, last)
         leading = [s for s in (sweep, accuracy) if s is not None]
         if not leading:

@@ -34,8 +34,8 @@ import pandas as pd
 from pydantic import Field
 
 from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.claims import AtChance, Computed, StayedNear
 from scenarios.cost import logs
-from scenarios.claims import Computed
 from scenarios.dead_relu.claims import arm_details, arm_summary, born_sentence, dead_claim
 from scenarios.dead_relu.figures import (born_curves_figure, born_dead, born_heatmap_figure, dead_heatmaps_figure,
                                           grad_norm_figure, histograms_figure)
@@ -163,16 +163,21 @@ class DeadReLU(Scenario):
                                                  f"{config.init} init, bias {config.bias_init:g}): ")
         if not trained:
             return Explanation(born) if born else Explanation(waiting="Run to sample born-dead networks and train the three arms.")
-        parts = []
-        for arm in trained:
-            dead = dead_claim(records, arm)
-            parts.append(say("{}: {}, its loss {}", arm, dead, trajectory(records, arm)) if dead else
-                         say("{}: its loss {}", arm, trajectory(records, arm)))
         with_var = next((arm for arm in trained if records.has("constant_loss", arm)), None)
-        if with_var is not None:
-            var = records.first(with_var, "constant_loss")
-            parts.append(say("the best constant output scores {}",
-                             Computed("Var(y) = {}", var, lambda r: r.first(with_var, "constant_loss"))))
+        var = records.first(with_var, "constant_loss") if with_var is not None else None
+        parts, constant = [], []
+        for arm in trained:  # an arm at Var(y) learned nothing, however few of its units died: said so
+            fate = trajectory(records, arm, chance=var, chance_name="Var(y)", level="the constant-output loss")
+            if fate and isinstance(fate[-1], (AtChance, StayedNear)):
+                constant.append(arm)
+            dead = dead_claim(records, arm)
+            parts.append(say("{}: {}, its loss {}", arm, dead, fate) if dead else say("{}: its loss {}", arm, fate))
+        if var is not None:
+            scores = Computed("Var(y) = {}", var, lambda r: r.first(with_var, "constant_loss"))
+            if len(constant) == len(trained):  # then the dead shares below contrast nets that all failed
+                parts.insert(0, say("No arm learned: each ended where a constant output does, {}", scores))
+            else:
+                parts.append(say("the best constant output scores {}", scores))
         details = [sentence for sentence in [*(arm_details(records, arm) for arm in trained), born] if sentence]
         return Explanation(join(*parts), tuple(details))
 

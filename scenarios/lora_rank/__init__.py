@@ -74,8 +74,6 @@ class LoraRankSweep(Scenario):
         "Rank (r)": shown_by("final_loss_vs_rank", LEFT, "rank", arm="r=",
                              how="the loss left falls steeply up to r = k and is flat beyond"),
         "Alpha scaling": shown_by("alpha_scale", "scale", arm="r=", how="peft's s = α/r (or α/√r) read from each arm"),
-        "Low-rank hypothesis": shown_by("full_delta_sv", "delta_sv/", "top_k_energy/", arm=FULL,
-                                        how="the full fine-tune's ΔW has k large singular values, the rest near 0"),
         "Fine-tuning": shown_by("loss", "loss", LEFT, how="every arm starts from the same frozen base and fits the task"),
         "Adam": shown_by("loss", "loss", "lr", how="Adam at one learning rate for every arm"),
     }

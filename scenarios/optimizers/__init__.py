@@ -6,8 +6,9 @@ lr < 2/κ = 2/λ_max, and along x, where the curvature is 1, it then crawls at (
 step: the larger the condition number κ, the slower. Momentum keeps a running sum of past
 gradients, v ← βv + g, and steps along it: the zigzag across the steep direction cancels,
 the consistent push along the flat one adds up (Sutskever et al. 2013; Goh 2017). Nesterov
-evaluates the push one step ahead; its stable range is narrower (at β = 0.9 and κ = 100 it
-diverges from lr ≈ 0.0136, heavy-ball momentum not until 0.038). Adam divides a momentum term
+evaluates the push one step ahead; its stable range is narrower: on a quadratic heavy-ball
+momentum is stable while lr·λ_max < 2(1 + β), Nesterov while lr·λ_max < 2(1 + β)/(1 + 2β)
+(at β = 0.9 and κ = 100 Nesterov diverges from lr ≈ 0.0136, heavy ball not until 0.038). Adam divides a momentum term
 by a running RMS of the gradient, so each coordinate gets its own step size; its first step
 is −lr·g/(|g| + ε) ≈ −lr·sign(g), whatever the gradient's size (Kingma & Ba 2015).
 AdamW decouples weight decay: p ← p·(1 − lr·λ) before the Adam step, where Adam + L2 adds λp
@@ -41,7 +42,8 @@ class Config(ScenarioConfig):
     kappa: float = Field(100.0, ge=1.0, le=1000.0, json_schema_extra=LOG,
                          description="Condition number κ = λ_max/λ_min of the quadratic. SGD is stable iff lr < 2/κ.")
     lr: float = Field(0.01, ge=1e-4, le=0.1, json_schema_extra=LOG,
-                      description="SGD, momentum and Nesterov on the surface. Quadratic: the stability edge is 2/κ.")
+                      description="SGD, momentum and Nesterov on the surface. Quadratic: stable below 2/κ (SGD), "
+                                  "2(1 + μ)/κ (momentum), 2(1 + μ)/((1 + 2μ)κ) (Nesterov).")
     momentum: float = Field(0.9, ge=0.1, le=0.99, description="β of SGD + momentum and Nesterov (surface and MLP).")
     adam_lr: float = Field(0.1, ge=1e-3, le=1.0, json_schema_extra=LOG,
                            description="Adam and AdamW on the surface, and on the untouched weight: each step moves ≈ lr.")
@@ -80,7 +82,8 @@ class Optimizers(Scenario):
     formula = (r"\begin{aligned}\text{SGD: } w &\leftarrow w - \eta g &\quad \text{momentum: } v &\leftarrow \beta v + g,"
                r"\ w \leftarrow w - \eta v\\ \text{Adam: } w &\leftarrow w - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)"
                r"&\quad \text{AdamW: } w &\leftarrow w(1-\eta\lambda) - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)\\"
-               r"\text{quadratic: } y_{t+1} &= (1-\eta\kappa)\,y_t &\quad \text{stable} &\iff \eta < 2/\lambda_{\max}"
+               r"\text{quadratic: } y_{t+1} &= (1-\eta\kappa)\,y_t &\quad \text{stable} &\iff \eta\lambda_{\max} < 2,"
+               r"\ 2(1+\beta)\ \text{(momentum)},\ \tfrac{2(1+\beta)}{1+2\beta}\ \text{(Nesterov)}"
                r"\end{aligned}")
     Config = Config
     tiny = {"steps": 10, "net_steps": 10}
@@ -149,7 +152,7 @@ class Optimizers(Scenario):
         where = f"the quadratic (κ = {config.kappa:g})" if config.surface == "quadratic" else "Rosenbrock's valley"
         takeaway = join(*(say("On {}, {}: loss {}" if i == 0 else "{}: loss {}", *([where] if i == 0 else []), arm,
                               look.fate(records, arm)) for i, arm in enumerate(surface))) if surface else None
-        details = [look.stability_sentence(records, config.surface), look.adam_sentence(records), look.decay_sentence(records)]
+        details = [look.stability_sentence(records, config.surface, config.momentum), look.adam_sentence(records), look.decay_sentence(records)]
         if net:
             details.append(join(*(say("On the MLP, {}'s loss {}" if i == 0 else "{}'s {}", optimizer_of(arm),
                                       trajectory(records, arm)) for i, arm in enumerate(net))))

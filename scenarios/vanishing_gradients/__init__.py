@@ -89,12 +89,11 @@ class VanishingGradients(Scenario):
         "Backpropagation": shown_by("backprop_profile", "out_grad/", how="‖∂L/∂a‖ at every layer's output, step by step"),
         "Chain rule": shown_by("backprop_profile", "out_grad/", how="one factor f'·√(n·Var W) per layer, multiplied"),
         "Initialization": shown_by("grad_profile", "grad_norm/", how="PyTorch's default against He init, same net"),
-        "Residual (skip) connection": shown_by("loss", "loss", arm="residual", when={"contrast": "residual"},
-                                               how="the residual arm's gradient reaches layer 1"),
+        "Residual (skip) connection": shown_by("backprop_profile", "out_grad/", arm="residual", when={"contrast": "residual"},
+                                               how="the residual arm's back-propagated gradient reaches layer 1"),
         "Layer normalization": shown_by("loss", "loss", arm="layer norm", when={"contrast": "layer norm"}),
         "Batch normalization": shown_by("loss", "loss", arm="batch norm", when={"contrast": "batch norm"}),
         "Forward pass": shown_by("activation_std", "act_std/", how="the spread of each layer's output"),
-        "Loss function": shown_by("loss", "loss", how="cross-entropy against chance, ln 2"),
         "SGD": shown_by("loss", "loss", "lr", how="plain SGD steps: the raw gradient sizes move the weights"),
     }
     formula = (r"\begin{aligned}\frac{\partial L}{\partial h_{1}} &= \Big(\prod_{l=2}^{L} W_l^{\top}\,"
