@@ -85,3 +85,32 @@ def test_cleaning_keeps_prose_and_drops_code_doctests_and_fragments() -> None:
     for code in (">>> sorted([3, 1, 2])\n[1, 2, 3]", "Usage:\n    foo(bar=1)", "x = {'a': [1, 2], 'b': (3, 4)} # __init__",
                  "See also."):
         assert clean_paragraph(code) is None, code
+
+
+def test_the_topic_lines_entropy_rate_matches_a_monte_carlo_estimate() -> None:
+    """(1/L) Σ_j H_j against the mean −ln P(token | line so far) of a long sample, per token and per byte."""
+    from engines.sequence.topics import topic_lines
+    for topics, own, branching, length, seed in ((2, 10, 3, 16, 0), (3, 8, 2, 8, 1), (1, 12, 4, 5, 2)):
+        source = topic_lines(topics, 16, own, branching, length, seed=seed)
+        ids = source.sample(12_000, seed=3)
+        estimate = float(-source.log_prob(ids).mean())
+        assert abs(estimate - source.entropy_rate) < 0.02 * source.entropy_rate, \
+            f"topics {topics}: Monte Carlo {estimate:.4f} nats against exact {source.entropy_rate:.4f}"
+        bytes_per_token = len(source.text(ids).encode()) / len(ids)
+        assert abs(bytes_per_token - source.bytes_per_token) < 0.01 * source.bytes_per_token, \
+            f"topics {topics}: {bytes_per_token:.4f} bytes per token against exact {source.bytes_per_token:.4f}"
+
+
+def test_every_sampled_token_is_one_the_source_allows_and_each_line_keeps_its_topic() -> None:
+    from engines.sequence.topics import topic_lines
+    source = topic_lines(2, 16, 8, 3, 12, seed=4)
+    ids = source.sample(300, seed=5)
+    lines = ids.reshape(-1, source.line_length)
+    allowed = source.allowed_next(lines[:, :-1])  # positions 1 … L−1
+    taken = np.take_along_axis(allowed, lines[:, 1:, None], -1)
+    assert taken.all(), f"{(~taken).sum()} sampled tokens the source forbids"
+    words = lines[:, 1:] - source.topics
+    foreign = ~source.allowed[lines[:, :1], words]
+    assert not foreign.any(), f"{foreign.sum()} words outside their line's topic"
+    rows = source.next_distribution(np.zeros(3, int), np.array([0, 1, 5]), np.array([0, 3, 7]))
+    assert np.allclose(rows.sum(1), 1.0), rows.sum(1)
