@@ -4,7 +4,7 @@ A scenario is declarative glue over engines/. It declares a pydantic `Config` (t
 source of the page's widgets, the CLI's `--set`, URL parameters and validation), the
 phases of arms it trains (`phases`), one pure `figures(frame, config)` for every view,
 an `explain(frame, config)` whose every sentence is a claim the records prove, and per
-glossary term the evidence that shows it. `Scenario.run` is the only way a run happens —
+glossary term (and per training method it shows, `methods`) the evidence that shows it. `Scenario.run` is the only way a run happens —
 the page's workers, the CLI and the Python API all call it:
 
     frame, summary = get_scenario("vanishing-gradients").run({"depth": 30})
@@ -64,11 +64,12 @@ class Evidence:
     how: str = ""                  # one line: what to look at
     arm: str = ""                  # the metrics must belong to an arm whose label contains this
     when: dict[str, Any] = field(default_factory=dict)  # config overrides (on top of `tiny`) that show it
+    partial: bool = False          # a training method the page shows only in part (said so on the Glossary)
 
 
 def shown_by(figure: str | None = None, *metrics: str, how: str = "", arm: str = "",
-             when: Mapping[str, Any] | None = None) -> Evidence:
-    return Evidence(figure, tuple(metrics), how, arm, dict(when or {}))
+             when: Mapping[str, Any] | None = None, partial: bool = False) -> Evidence:
+    return Evidence(figure, tuple(metrics), how, arm, dict(when or {}), partial)
 
 
 class Scenario:
@@ -80,6 +81,7 @@ class Scenario:
     question: ClassVar[str]                  # the one question the page answers
     topic: ClassVar[str] = "Core mechanics"  # the glossary section the page belongs to
     terms: ClassVar[dict[str, Evidence]]     # glossary term -> where this page shows it
+    methods: ClassVar[dict[str, Evidence]] = {}  # training method (seed 002) -> where this page shows it
     formula: ClassVar[str]                   # LaTeX of the mechanism
     Config: ClassVar[type[ScenarioConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
