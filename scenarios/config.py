@@ -4,6 +4,9 @@ A Config's fields, with bounds (`ge`, `le`), `Literal` choices and `description`
 single source of the page's widgets, the CLI's `--set`, URL parameters and validation.
 A field that only chooses what is drawn is a *view field* (`view_field(...)`): it is not
 part of a run's key, so changing it redraws from the same records instead of training.
+A check across fields is a pydantic `model_validator(mode="after")` raising ValueError with a
+message that starts with the field it refuses ("line_length=48 is longer than …"): it is
+refused at every edge, like a bound.
 """
 import math
 import typing
@@ -77,6 +80,8 @@ def field_spec(info) -> dict[str, Any]:
 def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
     """The first problem in one line, naming the key and what is allowed."""
     problem = error.errors()[0]
+    if not problem["loc"] and problem["type"] == "value_error":  # a check across fields: its message names them
+        return one_line(f"{str(problem['msg']).removeprefix('Value error, ')} ({scenario_id})")
     key = ".".join(str(part) for part in problem["loc"]) or "config"
     if problem["type"] == "extra_forbidden":
         return one_line(f"unknown key {key!r} for {scenario_id}; allowed keys: {', '.join(specs)}")

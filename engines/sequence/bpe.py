@@ -117,6 +117,8 @@ class BPE:
         return ids
 
     def encode(self, text: str | bytes) -> list[int]:
+        if not self.merges:  # the bytes themselves
+            return list(text.encode("utf-8", errors="surrogateescape") if isinstance(text, str) else text)
         return [token for chunk in chunks_of(text, self.pre_split) for token in self.encode_chunk(chunk)]
 
     def decode(self, ids: Iterable[int]) -> bytes:
@@ -206,6 +208,8 @@ def train_bpe(texts: Iterable[str | bytes], vocab_size: int, pre_split: bool = T
     merged ids come after every byte, in the order they were made."""
     if vocab_size < BYTES:
         raise ValueError(f"vocab_size must be at least {BYTES} (the bytes), got {vocab_size}")
+    if vocab_size == BYTES:
+        return BPE((), (), pre_split)
     order = list(rank) if rank is not None else list(range(BYTES))
     key = (lambda pair: (order[pair[0]] if pair[0] < BYTES else pair[0],
                          order[pair[1]] if pair[1] < BYTES else pair[1]))

@@ -106,7 +106,8 @@ class TinyLM(nn.Module):
 
 # --- data -----------------------------------------------------------------------------------------
 class WindowBatches:
-    """Random windows of `context + 1` tokens (inputs and next-token targets) from a 1-D token tensor."""
+    """Random windows of `context + 1` tokens (inputs and next-token targets) from a 1-D token tensor:
+    random crops anywhere in the stream, as GPT-style training takes them."""
 
     def __init__(self, tokens: torch.Tensor, context: int, batch: int, seed: int) -> None:
         if len(tokens) < context + 2:
