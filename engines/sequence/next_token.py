@@ -13,9 +13,10 @@ exposure bias and sampling temperature. The arms of the next-token page, reusabl
   the source forbids after the prefix it is reading — the true line (teacher forcing) or its own
   samples from a two-token prompt (free running). Recorded as `exposure/teacher_forced/pos_XX`
   and `exposure/free_running/pos_XX`.
-- Temperature (`temperature_sweep`): lines sampled at each of `TEMPERATURES` from the same
-  prompts: the mean entropy of the distributions drawn from (`sampling/entropy/T_x.xx`, nats per
-  token) and the share of drawn tokens the source forbids (`sampling/forbidden/T_x.xx`).
+- Temperature (`temperature_sweep`, teacher-forced arms): up to 16 tokens sampled at each of
+  `TEMPERATURES` from the same prompts: the mean entropy of the distributions drawn from
+  (`sampling/entropy/T_x.xx`, nats per token) and the share of drawn tokens the source forbids
+  (`sampling/forbidden/T_x.xx`).
 
 Bits per byte are exact for the text scored: total nats ÷ ln 2 ÷ total bytes of the target tokens.
 """
@@ -35,7 +36,7 @@ from engines.sequence.text import prose
 from engines.sequence.topics import TopicLines, topic_lines
 
 TEMPERATURES = (0.5, 0.75, 1.0, 1.5, 2.0)
-EVAL_WINDOWS, PROBE_LINES, BATCH = 128, 256, 16
+EVAL_WINDOWS, PROBE_LINES, SAMPLED_LINES, SAMPLED_TOKENS, BATCH = 96, 192, 64, 16, 16
 TRAIN_LINES, HELD_OUT_LINES = 4000, 400
 
 
@@ -83,7 +84,7 @@ def exposure(model: TinyLM, source: TopicLines, lines: np.ndarray, seed: int) ->
 def temperature_sweep(model: TinyLM, source: TopicLines, prompts: np.ndarray, seed: int) -> dict[str, float]:
     out = {}
     for temperature in TEMPERATURES:
-        run = generate(model, torch.as_tensor(prompts), source.line_length - 2, temperature,
+        run = generate(model, torch.as_tensor(prompts), min(SAMPLED_TOKENS, source.line_length - 2), temperature,
                        torch.Generator().manual_seed(seed))
         drawn = run.ids.numpy()
         allowed = source.allowed_next(drawn[:, :-1])[:, 1:]  # (n, L−2, vocab)
@@ -122,7 +123,8 @@ def lm_records(arm: LMArm, train: np.ndarray, held_out: np.ndarray, token_bytes:
             values.update({k: float(v) for k, v in model.parameter_counts().items()})
         if source is not None and step == arm.steps - 1:
             values.update(exposure(model, source, lines, arm.spec.seed + 12))
-            values.update(temperature_sweep(model, source, lines[:128, :2], arm.spec.seed + 13))
+            if arm.scheduled_max == 0:  # the temperature sweep of the teacher-forced model only
+                values.update(temperature_sweep(model, source, lines[:SAMPLED_LINES, :2], arm.spec.seed + 13))
         return values
 
     # random crops, as GPT-style training takes them: a window often starts inside a line, without its topic word

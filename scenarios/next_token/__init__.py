@@ -38,7 +38,7 @@ from scenarios.records import Records
 
 
 class Config(ScenarioConfig):
-    steps: int = Field(300, ge=20, le=3000, description="AdamW steps per model, a batch of 16 windows each.")
+    steps: int = Field(200, ge=20, le=3000, description="AdamW steps per model, a batch of 16 windows each.")
     line_length: int = Field(32, ge=4, le=32, description="Tokens per line of topic lines: the topic word, then words of "
                                                           "that topic. A line must fit in the model's context.")
     context: int = Field(32, ge=8, le=64, description="Tokens the model reads at once (its learned positions).")
@@ -111,7 +111,7 @@ class NextToken(Scenario):
         from engines.sequence import next_token as engine
         from engines.sequence.lm import LMSpec
         source = dict(topics=config.topics, branching=config.branching, line_length=config.line_length, seed=config.seed)
-        log_every = log_every_for(config.steps, 40)
+        log_every = log_every_for(config.steps, 25)
         facts = in_turn(Arm("topic lines", engine.topic_fact_records(**source, names=(SOURCE, UNI_T, BI_T)), 3),
                         Arm("prose", engine.prose_fact_records(config.prose_vocab, (PROSE_FACTS, UNI_P, BI_P)), 3, cost=20))
         arms = {}

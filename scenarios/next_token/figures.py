@@ -120,7 +120,7 @@ def exposure_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 
 def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for arm in TOPIC_ARMS:
+    for arm in (TF,):
         found = temperatures(records, arm)
         if not found:
             continue
@@ -132,7 +132,7 @@ def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         line=dict(color=colors[arm], dash="dot"), marker=dict(symbol="x"),
                         hovertemplate=f"{arm}<br>T %{{x}}<br>forbidden share %{{y:.3f}}<extra></extra>")
     floors = floor_profile(records)
-    written = [h for position, h in floors.items() if position >= 2]
+    written = [h for position, h in floors.items() if 2 <= position < 18]  # the positions sampled
     if written:
         reference_lines(fig, [(float(np.mean(written)), "the source's own entropy", "dash")])
     fig.update_yaxes(title_text="share of drawn tokens the source forbids", secondary_y=True, rangemode="tozero")
