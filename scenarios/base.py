@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import pandas as pd
 from pydantic import ValidationError
 
-from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_spec,
+from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_adapter, field_spec,
                               view_field)
 from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
 from scenarios.explanation import Explanation
@@ -144,6 +144,16 @@ class Scenario:
             return self.Config.model_validate(canonical_value(dict(config or {})))
         except ValidationError as error:
             raise ConfigError(describe_error(self.id, self.field_specs(), error)) from None
+
+    def validate_field(self, name: str, value: Any) -> Any:
+        """One setting checked alone (type, bounds, choices), before the whole config is: a URL's values
+        one by one, where a check across fields would wrongly blame the one read first."""
+        if name not in self.Config.model_fields:
+            raise ConfigError(f"unknown key {name!r} for {self.id}; allowed keys: {', '.join(self.field_specs())}")
+        try:
+            return field_adapter(self.Config, name).validate_python(canonical_value(value))
+        except ValidationError as error:
+            raise ConfigError(describe_error(self.id, self.field_specs(), error, name)) from None
 
     def key_of(self, config: ScenarioConfig) -> dict[str, Any]:
         """The part of a config a result depends on: every field but the view fields, canonical."""

@@ -8,12 +8,13 @@ A check across fields is a pydantic `model_validator(mode="after")` raising Valu
 message that starts with the field it refuses ("line_length=48 is longer than …"): it is
 refused at every edge, like a bound.
 """
+import functools
 import math
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class ScenarioConfig(BaseModel):
@@ -77,12 +78,14 @@ def field_spec(info) -> dict[str, Any]:
     return spec
 
 
-def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
-    """The first problem in one line, naming the key and what is allowed."""
+def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError,
+                   field_name: str | None = None) -> str:
+    """The first problem in one line, naming the key and what is allowed (`field_name`: the field a
+    value was checked alone against)."""
     problem = error.errors()[0]
-    if not problem["loc"] and problem["type"] == "value_error":  # a check across fields: its message names them
-        return one_line(f"{str(problem['msg']).removeprefix('Value error, ')} ({scenario_id})")
-    key = ".".join(str(part) for part in problem["loc"]) or "config"
+    if field_name is None and not problem["loc"] and problem["type"] == "value_error":
+        return one_line(f"{str(problem['msg']).removeprefix('Value error, ')} ({scenario_id})")  # a check across fields
+    key = field_name or ".".join(str(part) for part in problem["loc"]) or "config"
     if problem["type"] == "extra_forbidden":
         return one_line(f"unknown key {key!r} for {scenario_id}; allowed keys: {', '.join(specs)}")
     spec = specs.get(key, {})
@@ -98,3 +101,10 @@ def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: Va
     else:
         allowed = problem["msg"]
     return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must be {allowed}")
+
+
+@functools.cache
+def field_adapter(config_class: type[ScenarioConfig], name: str) -> TypeAdapter:
+    """A validator of one field alone: its type, bounds and choices, no check across fields."""
+    info = config_class.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, info])
