@@ -12,7 +12,7 @@ Records (floats only; strings travel as their bytes):
   occurred); at the final size also `vocab_length/bytes_NN` (tokens of each length),
   `usage_length/bytes_NN` (held-out tokens of each length), `spanning_tokens` (merged tokens with a
   space after a non-space: across a word boundary), the first merges (`merge/rank_NN/left|right|count`),
-  examples of spanning tokens (`spanning/ex_NN/byte_MM`, `spanning/ex_NN/rank`) and one held-out
+  examples of spanning tokens (`spanning/ex_NN/byte_MM`, `.../rank`, `.../count`) and one held-out
   sentence's bytes with its token lengths at three sizes (`sentence/byte_NNN`, `sentence/v_VVVV/len_NNN`).
 - `lm_records`: a tiny causal LM on the prose tokenized at one vocabulary size, trained for as many
   steps as a fixed budget of training FLOPs allows: C = 6 · N · tokens, N counting the weights a token
@@ -76,7 +76,8 @@ def final_metrics(bpe: BPE, prose_kib: int, vocab_size: int) -> dict[str, float]
         metrics.update({f"merge/rank_{rank:02d}/left": float(left), f"merge/rank_{rank:02d}/right": float(right),
                         f"merge/rank_{rank:02d}/count": float(count)})
     for i, rank in enumerate(spanning[:EXAMPLES]):
-        metrics.update({f"spanning/ex_{i:02d}/rank": float(rank), **bytes_record(f"spanning/ex_{i:02d}", vocabulary[BYTES + rank])})
+        metrics.update({f"spanning/ex_{i:02d}/rank": float(rank), f"spanning/ex_{i:02d}/count": float(bpe.counts[rank]),
+                        **bytes_record(f"spanning/ex_{i:02d}", vocabulary[BYTES + rank])})
     if bpe.pre_split:
         sentence = held_out_sentence()
         metrics.update(bytes_record("sentence", sentence.encode()))

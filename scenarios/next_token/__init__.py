@@ -33,7 +33,7 @@ from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, tog
 from scenarios.explanation import Explanation
 from scenarios.next_token import claims, figures as look
 from scenarios.next_token.figures import (BI_P, BI_T, PROSE, PROSE_FACTS, SOURCE, SS, TF, TOPIC_ARMS, UNI_P, UNI_T)
-from scenarios.plotting import Figures, arm_colors, profile_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
 
@@ -157,9 +157,9 @@ class NextToken(Scenario):
             "units": lambda: look.units_figure(records, colors),
             "prose_loss": lambda: look.prose_figure(records, colors),
             "temperature": lambda: look.temperature_figure(records, colors),
-            "grad_profile": lambda: profile_figure(records, {a: colors[a] for a in (TF, SS, PROSE)}, "grad_norm",
-                                                   title="Weight-gradient norm by block (MLP input weight)",
-                                                   y_title="‖∂L/∂W‖"),
+            "grad_norm": lambda: curves_figure(records, colors, "grad_norm/layer_01", arms=[TF, SS, PROSE],
+                                               title="The block's weight-gradient norm (MLP input), step by step",
+                                               y_title="‖∂L/∂W‖ (probe)"),
         })
 
     def estimate(self, config: Config):

@@ -135,7 +135,7 @@ def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     written = [h for position, h in floors.items() if 2 <= position < 18]  # the positions sampled
     if written:
         reference_lines(fig, [(float(np.mean(written)), "the source's own entropy", "dash")])
-    fig.update_yaxes(title_text="share of drawn tokens the source forbids", secondary_y=True, rangemode="tozero")
     layout(fig, "Sampling temperature against the entropy of what is drawn", "temperature T",
            "entropy of the sampling distribution (nats per token)")
+    fig.update_yaxes(title_text="share of drawn tokens the source forbids", secondary_y=True, rangemode="tozero")
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))

@@ -18,10 +18,11 @@ def compression_sentence(records: Records) -> Sentence | None:
     start, pre = at_size(records, PRE, BYTES), at_size(records, PRE, top)
     raw_top = records.last_step(RAW, "bytes_per_token")
     if raw_top is None:
-        return say(f"Held-out prose: {{}} bytes per token with the 256 bytes, {{}} with {top} tokens of BPE.", start, pre)
+        return say(f"Held-out prose, bytes per token: {{}} with the 256 bytes alone, {{}} with {top} tokens of BPE.",
+                   start, pre)
     raw = at_size(records, RAW, raw_top)
-    return say(f"Held-out prose: {{}} bytes per token with the 256 bytes; with {top} tokens of BPE {{}} "
-               f"(GPT-2 pre-split), with {raw_top} tokens {{}} (no pre-split).", start, pre, raw)
+    return say(f"Held-out prose, bytes per token: {{}} with the 256 bytes alone; {{}} with {top} tokens of BPE "
+               f"(GPT-2 pre-split), {{}} with {raw_top} tokens (no pre-split).", start, pre, raw)
 
 
 def pre_split_sentence(records: Records) -> Sentence | None:
@@ -29,7 +30,7 @@ def pre_split_sentence(records: Records) -> Sentence | None:
     merges = recorded(records, RAW, "merges")
     if raw is None or pre is None or merges is None:
         return None
-    examples = ", ".join(f"“{shown_text(token)}”" for _, token in spanning_examples(records, RAW)[:4])
+    examples = ", ".join(f"“{shown_text(token)}”" for _, token, _ in spanning_examples(records, RAW)[:4])
     shown = f" (the first: {examples})" if examples else ""
     return say("Without the pre-split, {} of its {} merges make tokens that run across a word boundary" + shown +
                "; with GPT-2's pre-split, {}: merges stay inside a word and its leading space.", raw, merges, pre)

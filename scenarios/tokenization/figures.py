@@ -51,10 +51,12 @@ def merge_table(records: Records, arm: str) -> list[tuple[int, bytes, bytes, flo
     return rows
 
 
-def spanning_examples(records: Records, arm: str) -> list[tuple[int, bytes]]:
+def spanning_examples(records: Records, arm: str) -> list[tuple[int, bytes, float]]:
+    """The first merged tokens across a word boundary: (merge rank, bytes, times the pair occurred)."""
     _, values = snapshot(records, arm, "spanning/")
     count = len({m.split("/")[1] for m in values})
-    return [(int(values[f"spanning/ex_{i:02d}/rank"]), recorded_bytes(values, f"spanning/ex_{i:02d}")) for i in range(count)]
+    return [(int(values[f"spanning/ex_{i:02d}/rank"]), recorded_bytes(values, f"spanning/ex_{i:02d}"),
+             values[f"spanning/ex_{i:02d}/count"]) for i in range(count)]
 
 
 # --- figures ----------------------------------------------------------------------------------------
@@ -74,9 +76,9 @@ def first_merges_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     labels = [f"{BYTES + r}: {shown_text(a)} + {shown_text(b)} → {shown_text(a + b)}" for r, a, b, _ in rows]
     fig = go.Figure(go.Bar(x=[c for *_, c in rows], y=labels, orientation="h", marker_color=colors[PRE],
                            hovertemplate="%{y}<br>occurred %{x:,.0f} times when merged<extra></extra>"))
-    fig.update_yaxes(autorange="reversed")
     layout(fig, "The first merges (pre-split): the most frequent pair, joined", "times the pair occurred", "new token")
-    return fig.update_layout(height=120 + 22 * max(len(rows), 4), showlegend=False, margin=dict(l=200))
+    fig.update_yaxes(type="category", autorange="reversed")
+    return fig.update_layout(height=140 + 22 * max(len(rows), 4), showlegend=False, margin=dict(l=200))
 
 
 def sentence_figure(records: Records) -> go.Figure:
@@ -95,7 +97,9 @@ def sentence_figure(records: Records) -> go.Figure:
                     customdata=pieces, hovertemplate="%{customdata}<br>%{x} bytes<extra></extra>")
     layout(fig, f"One held-out sentence at three vocabulary sizes: “{text.decode('utf-8', 'replace')}”",
            "byte offset in the sentence", "vocabulary: tokens used")
-    fig.update_layout(barmode="overlay", height=260, title_font_size=13)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_xaxes(type="linear", dtick=10)
+    fig.update_layout(barmode="overlay", height=300, title_font_size=13)
     return full_width(fig)
 
 
@@ -126,11 +130,11 @@ def pre_split_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         if count is not None:
             fig.add_bar(x=[arm.replace("BPE · ", "")], y=[count], marker_color=colors[arm], showlegend=False, row=1, col=1,
                         text=[f"{count:.0f}"], textposition="outside", hovertemplate=f"{arm}<br>%{{y:.0f}} tokens<extra></extra>")
-    fig.add_bar(x=[BYTES + rank for rank, _ in examples], y=[f"“{shown_text(t)}”" for _, t in examples], orientation="h",
-                marker_color=colors[RAW], showlegend=False, row=1, col=2,
-                hovertemplate="%{y}<br>token id %{x}<extra></extra>")
-    fig.update_yaxes(autorange="reversed", row=1, col=2)
-    fig.update_xaxes(title_text="token id (merge order)", row=1, col=2)
+    fig.add_bar(x=[count for *_, count in examples], y=[f"{BYTES + rank}: “{shown_text(t)}”" for rank, t, _ in examples],
+                orientation="h", marker_color=colors[RAW], showlegend=False, row=1, col=2,
+                hovertemplate="token %{y}<br>the pair occurred %{x:,.0f} times when merged<extra></extra>")
+    fig.update_yaxes(type="category", autorange="reversed", row=1, col=2)
+    fig.update_xaxes(title_text="times the pair occurred when merged", row=1, col=2)
     fig.update_yaxes(title_text="merged tokens", row=1, col=1)
     fig.update_layout(title="What the pre-split prevents: merges across words", height=380)
     return full_width(fig)
@@ -164,7 +168,8 @@ def vocab_cost_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=[s for s, _, _ in finals], y=[v for _, v, _ in finals], mode="lines+markers", secondary_y=True,
                         name="held-out bits per byte (end)", marker=dict(size=10, color=[colors.get(a) for *_, a in finals]),
                         line=dict(color="black"), hovertemplate="%{x} tokens<br>%{y:.3f} bits per byte<extra></extra>")
-    fig.update_yaxes(title_text="held-out bits per byte", secondary_y=True)
     layout(fig, "What a bigger vocabulary costs, and buys, at one compute budget", "vocabulary size (tokens)",
            "embedding parameters")
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title_text="held-out bits per byte", secondary_y=True)
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
