@@ -141,9 +141,18 @@ class Scenario:
             raise ConfigError(f"a config for {self.id} is a mapping of setting names to values, "
                               f"not {type(config).__name__}")
         try:
-            return self.Config.model_validate(canonical_value(dict(config or {})))
+            return self.Config.model_validate(self._choices_from_text(canonical_value(dict(config or {}))))
         except ValidationError as error:
             raise ConfigError(describe_error(self.id, self.field_specs(), error)) from None
+
+    def _choices_from_text(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A choice given as text ('512' from the CLI or a URL) is the choice written so (Literal[256, 512])."""
+        specs = self.field_specs()
+        for name, value in values.items():
+            spec = specs.get(name, {})
+            if isinstance(value, str) and spec.get("kind") == "choice":
+                values[name] = next((c for c in spec["choices"] if str(c) == value), value)
+        return values
 
     def validate_field(self, name: str, value: Any) -> Any:
         """One setting checked alone (type, bounds, choices), before the whole config is: a URL's values
@@ -151,7 +160,7 @@ class Scenario:
         if name not in self.Config.model_fields:
             raise ConfigError(f"unknown key {name!r} for {self.id}; allowed keys: {', '.join(self.field_specs())}")
         try:
-            return field_adapter(self.Config, name).validate_python(canonical_value(value))
+            return field_adapter(self.Config, name).validate_python(self._choices_from_text({name: canonical_value(value)})[name])
         except ValidationError as error:
             raise ConfigError(describe_error(self.id, self.field_specs(), error, name)) from None
 

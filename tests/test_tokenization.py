@@ -50,7 +50,7 @@ def test_every_vocabulary_gets_the_same_training_flops_to_one_step() -> None:
 def test_a_vocabulary_larger_than_the_text_supports_is_refused_naming_the_field() -> None:
     supported = supported_vocab(16)
     scenario = get_scenario("tokenization")
-    scenario.validate({"prose_kib": 16, "vocab_size": supported})
+    assert scenario.validate({"prose_kib": "16", "vocab_size": str(supported)}).prose_kib == 16  # as the CLI passes it
     with pytest.raises(ConfigError, match=rf"^vocab_size={supported + 1} is more than 16 KiB of prose supports "
                                           rf"\({supported} tokens"):
         scenario.validate({"prose_kib": 16, "vocab_size": supported + 1})

@@ -13,13 +13,16 @@ does not depend on the tokenizer. Two texts, each split into training and held-o
   interpreter that runs this (its size and hash are in the run), tokenized by byte-level BPE.
 
 Counting gives the baselines: a unigram (word frequencies) and a bigram (frequencies after each
-word). A small causal Transformer beats both, but not H.
+word). A small causal Transformer is measured against both, and against H.
 
 Training uses teacher forcing: at every position the model reads the *true* prefix. When it
 writes, it reads its own samples instead. On topic lines a slip into another topic's word is a
-prefix no training line had; the model tends to follow its slip, so the share of probability it
-puts on tokens the source forbids grows along the line when it runs free, while it stays flat
-when fed the true line (exposure bias; Bengio et al. 2015, Ross et al. 2011). The scheduled-
+prefix no training line had. Training windows are random crops, so the model often reads a line
+without its topic word and learns to infer the topic from the words; after its own slip it tends
+to follow it, and the probability it puts on tokens the source forbids grows along the line when
+it runs free, well past what it puts there when fed the true line (exposure bias; Bengio et al.
+2015, Ross et al. 2011). Measured at the defaults (seed 0): fed the true line 0.022 → 0.052
+(median over the first and the last quarter of the line), on its own samples 0.030 → 0.21. The scheduled-
 sampling arm mixes the model's own samples into its training inputs, more as training goes on.
 Last, the same prompts sampled at temperatures 0.5–2: the entropy of what is drawn per token.
 """
