@@ -4,7 +4,7 @@ A scenario is declarative glue over engines/. It declares a pydantic `Config` (t
 source of the page's widgets, the CLI's `--set`, URL parameters and validation), the
 phases of arms it trains (`phases`), one pure `figures(frame, config)` for every view,
 an `explain(frame, config)` whose every sentence is a claim the records prove, and per
-glossary term the evidence that shows it. `Scenario.run` is the only way a run happens —
+glossary term (and per training method it shows, `methods`) the evidence that shows it. `Scenario.run` is the only way a run happens —
 the page's workers, the CLI and the Python API all call it:
 
     frame, summary = get_scenario("vanishing-gradients").run({"depth": 30})
@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import pandas as pd
 from pydantic import ValidationError
 
-from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_spec,
+from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, describe_error, field_adapter, field_spec,
                               view_field)
 from scenarios.cost import Work, price
 from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
@@ -94,11 +94,12 @@ class Evidence:
     how: str = ""                  # one line: what to look at
     arm: str = ""                  # the metrics must belong to an arm whose label contains this
     when: dict[str, Any] = field(default_factory=dict)  # config overrides (on top of `tiny`) that show it
+    partial: bool = False          # a training method the page shows only in part (said so on the Glossary)
 
 
 def shown_by(figure: str | None = None, *metrics: str, how: str = "", arm: str = "",
-             when: Mapping[str, Any] | None = None) -> Evidence:
-    return Evidence(figure, tuple(metrics), how, arm, dict(when or {}))
+             when: Mapping[str, Any] | None = None, partial: bool = False) -> Evidence:
+    return Evidence(figure, tuple(metrics), how, arm, dict(when or {}), partial)
 
 
 class Scenario:
@@ -110,6 +111,7 @@ class Scenario:
     question: ClassVar[str]                  # the one question the page answers
     topic: ClassVar[str] = "Core mechanics"  # the glossary section the page belongs to
     terms: ClassVar[dict[str, Evidence]]     # glossary term -> where this page shows it
+    methods: ClassVar[dict[str, Evidence]] = {}  # training method (seed 002) -> where this page shows it
     formula: ClassVar[str]                   # LaTeX of the mechanism
     Config: ClassVar[type[ScenarioConfig]]
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -184,9 +186,28 @@ class Scenario:
             raise ConfigError(f"a config for {self.id} is a mapping of setting names to values, "
                               f"not {type(config).__name__}")
         try:
-            return self.Config.model_validate(canonical_value(dict(config or {})))
+            return self.Config.model_validate(self._choices_from_text(canonical_value(dict(config or {}))))
         except ValidationError as error:
             raise ConfigError(describe_error(self.id, self.field_specs(), error)) from None
+
+    def _choices_from_text(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A choice given as text ('512' from the CLI or a URL) is the choice written so (Literal[256, 512])."""
+        specs = self.field_specs()
+        for name, value in values.items():
+            spec = specs.get(name, {})
+            if isinstance(value, str) and spec.get("kind") == "choice":
+                values[name] = next((c for c in spec["choices"] if str(c) == value), value)
+        return values
+
+    def validate_field(self, name: str, value: Any) -> Any:
+        """One setting checked alone (type, bounds, choices), before the whole config is: a URL's values
+        one by one, where a check across fields would wrongly blame the one read first."""
+        if name not in self.Config.model_fields:
+            raise ConfigError(f"unknown key {name!r} for {self.id}; allowed keys: {', '.join(self.field_specs())}")
+        try:
+            return field_adapter(self.Config, name).validate_python(self._choices_from_text({name: canonical_value(value)})[name])
+        except ValidationError as error:
+            raise ConfigError(describe_error(self.id, self.field_specs(), error, name)) from None
 
     def key_of(self, config: ScenarioConfig) -> dict[str, Any]:
         """The part of a config a result depends on: every field but the view fields, canonical."""

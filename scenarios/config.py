@@ -4,13 +4,17 @@ A Config's fields, with bounds (`ge`, `le`), `Literal` choices and `description`
 single source of the page's widgets, the CLI's `--set`, URL parameters and validation.
 A field that only chooses what is drawn is a *view field* (`view_field(...)`): it is not
 part of a run's key, so changing it redraws from the same records instead of training.
+A check across fields is a pydantic `model_validator(mode="after")` raising ValueError with a
+message that starts with the field it refuses ("line_length=48 is longer than …"): it is
+refused at every edge, like a bound.
 """
+import functools
 import math
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class ScenarioConfig(BaseModel):
@@ -85,10 +89,15 @@ def field_spec(info) -> dict[str, Any]:
     return spec
 
 
-def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
-    """The first problem in one line, naming the key and what is allowed."""
+def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError,
+                   field_name: str | None = None) -> str:
+    """The first problem in one line, naming the key and what is allowed (`field_name`: the field a
+    value was checked alone against)."""
     problem = error.errors()[0]
-    key = ".".join(str(part) for part in problem["loc"]) if problem["loc"] else "config"
+    if field_name is None and not problem["loc"] and problem["type"] == "value_error":
+        return one_line(f"{str(problem['msg']).removeprefix('Value error, ')} ({scenario_id})")  # a check across fields
+    # An empty loc is the whole config; a loc of ('',) is a key named '' (said as such below).
+    key = field_name or (".".join(str(part) for part in problem["loc"]) if problem["loc"] else "config")
     if problem["type"] == "extra_forbidden":
         named = f"{cut(key)!r}" if key else "'' (an empty name)"
         return one_line(f"unknown key {named} for {scenario_id}; allowed keys: {', '.join(specs)}")
@@ -112,3 +121,10 @@ def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: Va
     else:
         return one_line(f"{key}={given} is not allowed for {scenario_id}: {problem['msg'].removeprefix('Value error, ')}")
     return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must be {allowed}")
+
+
+@functools.cache
+def field_adapter(config_class: type[ScenarioConfig], name: str) -> TypeAdapter:
+    """A validator of one field alone: its type, bounds and choices, no check across fields."""
+    info = config_class.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, info])

@@ -57,7 +57,7 @@ def parse_query(scenario: Scenario, params: Mapping[str, str]) -> Restored:
             continue
         spec = specs[name]
         try:
-            values[name] = getattr(scenario.validate({name: _coerce(spec, raw)}), name)
+            values[name] = scenario.validate_field(name, _coerce(spec, raw))  # alone; together below
         except ConfigError as error:
             warnings.append(one_line(f"The link's {name} was not used: {error}. Using the default, "
                                      f"{spec['default']!r}."))

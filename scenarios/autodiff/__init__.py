@@ -77,6 +77,11 @@ class Autodiff(Scenario):
         "Fine-tuning": shown_by("transfer_accuracy", "test_accuracy", "trained_weights", arm="fine-tune",
                                 how="the pretrained net trained further on task B's few examples"),
     }
+    methods = {
+        "Backpropagation": shown_by("graph", "graph/", arm=PASS, how="backward walks the recorded graph from the loss, node by node"),
+        "Pretraining": shown_by("transfer_accuracy", "test_accuracy", arm="last layer only", partial=True,
+                                how="a body trained first on task A carried to task B (supervised, not self-supervised on text)"),
+    }
     formula = (r"\begin{aligned}\frac{\partial L}{\partial W_{ji}} &= \underbrace{2(\hat y - y)}_{\text{MseLoss}}\cdot"
                r"\underbrace{V_{0j}}_{\text{Addmm}}\cdot\underbrace{(1 - h_j^2)}_{\text{Tanh}}\cdot"
                r"\underbrace{\tilde x_i}_{\text{Addmm}},\qquad h = \tanh(W\tilde x + b),\ \hat y = Vh + c\\"

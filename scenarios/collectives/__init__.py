@@ -64,6 +64,8 @@ class CollectivesAndDTensor(Scenario):
         "FSDP": shown_by("training_step", "rank_0/forward/collectives/all-gather", arm="FSDP",
                          how="an all-gather per unit in forward and in backward, a reduce-scatter per unit"),
     }
+    methods = {"Distributed training": shown_by("training_step", "rank_0/backward/collectives/all-reduce", arm="DDP",
+                                                how="the collectives a data-parallel step sends, rank by rank")}
     formula = (r"\begin{aligned}\text{ring all-reduce: }&2\,\tfrac{N-1}{N}\,S\ \text{sent per rank}\quad"
                r"(\text{reduce-scatter } \tfrac{N-1}{N}S\ +\ \text{all-gather } \tfrac{N-1}{N}S)\\"
                r"t(S) &\approx \alpha + S/B\qquad \text{DDP: 1 all-reduce per bucket}\qquad"

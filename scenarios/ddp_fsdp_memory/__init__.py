@@ -90,6 +90,8 @@ class DdpFsdpMemory(Scenario):
         "Master weights": shown_by("precision", "rank_0/precision/master", arm="bf16", when={"strategies": EVERY_STRATEGY},
                                    how="the fp32 shards Adam updates, beside the bf16 copies the forward uses"),
     }
+    methods = {"Distributed training": shown_by("memory_vs_world_size", "rank_0/exact/parameters", arm="fsdp", when=SHARDED,
+                                                how="data-parallel ranks, replicated (DDP) or sharded (FSDP)")}
     formula = (r"\begin{aligned}\text{DDP: }&(2+2+K)\,\Psi \qquad \text{ZeRO-1: }2\Psi+2\Psi+\tfrac{K\Psi}{N}\\"
                r"\text{ZeRO-2: }&2\Psi+\tfrac{(2+K)\Psi}{N} \qquad \text{ZeRO-3 / FSDP: }\tfrac{(2+2+K)\Psi}{N}"
                r"\quad (K=12;\ \text{fp32 Adam: }4+4+8)\end{aligned}")

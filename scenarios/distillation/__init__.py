@@ -106,6 +106,8 @@ class Distillation(Scenario):
         "KL divergence": shown_by("kl", "kl", arm="T=", how="KL(p ‖ q) between soft targets and student, step by step"),
         "Cross-entropy": shown_by("test_loss", "test_loss", how="each student's cross-entropy on the true test labels"),
     }
+    methods = {"Knowledge distillation": shown_by("accuracy_vs_T", "test_accuracy", "teacher/test_accuracy",
+                                                  how="students taught by the teacher's softened outputs")}
     formula = (r"\begin{aligned}L &= \alpha\,T^2\,\mathrm{KL}\big(\mathrm{softmax}(v/T)\,\|\,\mathrm{softmax}(z/T)\big)"
                r" + (1-\alpha)\,\mathrm{CE}(y, z)\\"
                r"\frac{\partial\,\mathrm{KL}}{\partial z_i} &= \frac{q_i - p_i}{T}"

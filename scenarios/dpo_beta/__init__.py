@@ -101,6 +101,8 @@ class DpoBeta(Scenario):
         "KL divergence": shown_by("frontier_tabular", "kl", "frontier/kl", arm="tabular",
                                   how="the exact KL(π‖π_ref) on the frontier's x axis"),
     }
+    methods = {"Direct preference optimization": shown_by("loss", "loss", "rewards/margins", arm="β=",
+                                                          how="the pairwise logistic loss on log-probability ratios")}
     formula = (r"\begin{aligned}\mathcal{L} &= -\log\sigma\Big(\beta\Big[\log\tfrac{\pi(y_w)}{\pi_{\mathrm{ref}}(y_w)}"
                r" - \log\tfrac{\pi(y_l)}{\pi_{\mathrm{ref}}(y_l)}\Big]\Big)\\"
                r"\pi^*(y) &\propto \pi_{\mathrm{ref}}(y)\,e^{r(y)/\beta}\qquad \mathcal{L}(\pi_{\mathrm{ref}}) = \log 2"

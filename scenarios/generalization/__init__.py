@@ -76,6 +76,12 @@ class Generalization(Scenario):
                           how="decoupled decay: p ← p(1 − lr·λ) beside the Adam step"),
         "Cross-entropy": shown_by("loss", "train_loss", "val_loss", how="both curves are cross-entropy in eval mode"),
     }
+    methods = {
+        "Dropout": shown_by("gap", "gap", "dropout/train_mean", "dropout/eval_mean", arm=DROPOUT,
+                            how="random units zeroed in training: a smaller train/validation gap"),
+        "Cross-entropy loss": shown_by("loss", "train_loss", "val_loss", partial=True,
+                                       how="cross-entropy of a classifier, not of the next token"),
+    }
     formula = (r"\begin{aligned}\text{gap} &= L_{\text{val}} - L_{\text{train}}\qquad"
                r"\text{dropout: } \tilde h = \frac{m \odot h}{1-p},\ m_i \sim \text{Bernoulli}(1-p)"
                r"\ \Rightarrow\ \mathbb{E}[\tilde h] = h\\"

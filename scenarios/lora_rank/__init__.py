@@ -77,6 +77,8 @@ class LoraRankSweep(Scenario):
         "Fine-tuning": shown_by("loss", "loss", LEFT, how="every arm starts from the same frozen base and fits the task"),
         "Adam": shown_by("loss", "loss", "lr", how="Adam at one learning rate for every arm"),
     }
+    methods = {"Supervised fine-tuning": shown_by("loss", "loss", partial=True,
+                                                  how="a pretrained base fitted to a new task (a regression, not prompt–response text)")}
     formula = (r"\begin{aligned}h &= W_0 x + s\,B A x,\quad B_{d\times r}=0 \text{ at init},\quad"
                r" s = \alpha/r \ \ (\text{rsLoRA: } \alpha/\sqrt{r})\\"
                r"\phi(A_i, A_j) &= \lVert U_i^{\top} U_j \rVert_F^2 / \min(i, j),\quad"

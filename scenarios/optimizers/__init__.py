@@ -79,6 +79,8 @@ class Optimizers(Scenario):
         "Optimizer": shown_by("net_loss", "loss", "update_ratio/", arm="MLP",
                               how="five torch.optim optimizers on the same MLP, seed and batches"),
     }
+    methods = {"Adam (optimizer)": shown_by("trajectories", "x", "y", arm="Adam",
+                                            how="momentum over a running RMS: its first step is ≈ lr·sign(g)")}
     formula = (r"\begin{aligned}\text{SGD: } w &\leftarrow w - \eta g &\quad \text{momentum: } v &\leftarrow \beta v + g,"
                r"\ w \leftarrow w - \eta v\\ \text{Adam: } w &\leftarrow w - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)"
                r"&\quad \text{AdamW: } w &\leftarrow w(1-\eta\lambda) - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)\\"

@@ -108,6 +108,8 @@ class RlhfPpo(Scenario):
         "DPO": shown_by("frontier", "rewards/margins", "true_reward", arm="DPO",
                         how="DPO on the same pairs at the same β: no reward model, no sampling"),
     }
+    methods = {"Reinforcement learning from human feedback": shown_by(
+        "frontier", "kl", "true_reward", "rm_reward", arm="PPO", how="a reward model fitted to preferences, then PPO against it")}
     formula = (r"\begin{aligned}\mathcal{L}_{\mathrm{RM}} &= -\log\sigma\big(r_\phi(y_w) - r_\phi(y_l)\big)\qquad"
                r"R = r_\phi(x,y) - \beta\log\tfrac{\pi_{\mathrm{old}}(y|x)}{\pi_{\mathrm{ref}}(y|x)}\qquad"
                r"A_i = R_i - \tfrac{1}{G-1}\textstyle\sum_{j\neq i}R_j\\"
