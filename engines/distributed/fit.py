@@ -31,8 +31,6 @@ gradients, so the step measured is a steady one. Adam runs `foreach=True`, as it
 default on a GPU (its temporaries span every tensor at once).
 """
 import contextlib
-import json
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -43,19 +41,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from engines.distributed.fit_inputs import (FitError, build_model, call_inputs, cast, checkpoint_units, forward,
-                                            guess_inputs, loss_of, units)
-from engines.distributed.memory_tracking import CATEGORY
+from engines.distributed.fit_analytic import ceil_rows
+from engines.distributed.fit_inputs import FitError, build_model, call_inputs, cast, checkpoint_units, guess_inputs, units
+from engines.distributed.fit_step import real_ddp_warm_up, tracked_step
 
 STRATEGIES = ("ddp", "fsdp-zero2", "fsdp-zero3")
 DTYPES = ("fp32", "bf16", "bf16-mixed")   # bf16-mixed: fp32 parameters and optimizer, bf16 compute
 OPTIMIZERS = ("adamw", "adam", "sgd")     # sgd with momentum: one state tensor per parameter
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "unsharded", "temporaries",
-              "communication")
 PHASES = ("after forward", "after backward", "after optimizer step", "peak")
-OUR_NAME = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
-            "activations": "activations", "unsharded parameters": "unsharded", "temporaries": "temporaries",
-            "communication buffers": "communication"}
 
 
 @dataclass(frozen=True)
@@ -96,9 +89,10 @@ def dtypes(spec: FitSpec) -> tuple[torch.dtype, torch.dtype]:
     return (torch.float32 if spec.dtype == "bf16-mixed" else torch.bfloat16), torch.bfloat16
 
 
-def parameter_sizes(model: nn.Module, compute_bytes: int) -> dict[str, float]:
-    """Before wrapping: parameter count, and bytes in the compute dtype of the largest unit,
-    of the root's own parameters (outside every unit) and of all of them."""
+def parameter_sizes(model: nn.Module, compute_bytes: int, world: int) -> dict[str, float]:
+    """Before wrapping: parameter count and tensors, bytes in the compute dtype of the largest
+    unit, of the root's own parameters (outside every unit) and of all of them; the gradients'
+    bytes; the elements of rank 0's padded FSDP shards."""
     unique = {id(p): p for p in model.parameters()}
     in_units = {id(p) for _, _, unit in units(model) for p in unit.parameters()}
     unit_counts = [sum(p.numel() for p in unit.parameters()) for _, _, unit in units(model)]
@@ -108,7 +102,9 @@ def parameter_sizes(model: nn.Module, compute_bytes: int) -> dict[str, float]:
     return {"n_params": float(n), "n_tensors": float(len(unique)), "grad_bytes": float(grad_bytes),
             "unit_param_bytes": float(max(unit_counts, default=n) * compute_bytes),
             "root_param_bytes": float(sum(p.numel() for i, p in unique.items() if i not in in_units) * compute_bytes),
-            "all_param_bytes": float(n * compute_bytes), "n_units": float(len(unit_counts))}
+            "all_param_bytes": float(n * compute_bytes), "n_units": float(len(unit_counts)),
+            "padded_elements": float(sum(ceil_rows(p.numel(), p.shape[0], world) if p.dim() else 1
+                                         for p in unique.values()))}
 
 
 def wrap(model: nn.Module, spec: FitSpec, fake: bool, device: torch.device) -> nn.Module:
@@ -131,93 +127,45 @@ def wrap(model: nn.Module, spec: FitSpec, fake: bool, device: torch.device) -> n
     return model
 
 
-def make_optimizer(model: nn.Module, spec: FitSpec) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
+def make_optimizer(model: nn.Module, spec: FitSpec, on_local_shards: bool) -> torch.optim.Optimizer:
+    """The optimizer over the model's parameters or, `on_local_shards`, over each FSDP parameter's
+    local shard, handed the local shard of its gradient before every step.
+
+    Why the second: a foreach op on DTensors propagates shardings over all its tensors at once,
+    quadratic in their number on the first call (uncached): ~100 s of CPU for a 7B GPT's 389
+    tensors. Elementwise, the DTensor step is the local step, tensor for tensor, so the bytes
+    are the same (tests compare the two, and the real FSDP optimizer with the fake one)."""
+    from torch.distributed.tensor import DTensor
+    pairs = [(p, p._local_tensor if on_local_shards and isinstance(p, DTensor) else p)
+             for p in model.parameters() if p.requires_grad]
+    params = [local for _, local in pairs]
     if spec.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=spec.foreach)
-    cls = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
-    return cls(params, lr=1e-3, foreach=spec.foreach)
+        optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=spec.foreach)
+    else:
+        cls = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
+        optimizer = cls(params, lr=1e-3, foreach=spec.foreach)
+    if any(p is not local for p, local in pairs):
+        def hand_over(*_) -> None:  # the same storage under a second name: no bytes move
+            for p, local in pairs:
+                if p is not local and p.grad is not None:
+                    local.grad = p.grad._local_tensor
+        optimizer.register_step_pre_hook(hand_over)
+    return optimizer
 
 
-def create_state(optimizer: torch.optim.Optimizer) -> None:
+def create_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """The optimizer's lazy state, made by one step on zero gradients (no forward, no backward)."""
     for group in optimizer.param_groups:
         for p in group["params"]:
             p.grad = torch.zeros_like(p)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-
-
-def read(tracker, kind: str = "current") -> dict[str, float]:
-    """The tracker's bytes by our category (every device it saw, summed)."""
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    for by_reference in tracker.get_tracker_snapshot(kind).values():
-        for reference, nbytes in by_reference.items():
-            if reference != "Total":
-                out[OUR_NAME[CATEGORY.get(getattr(reference, "name", str(reference)), "temporaries")]] += nbytes
-    return out
-
-
-def tracked_step(model: nn.Module, optimizer, inputs: tuple, spec: FitSpec, device: torch.device,
-                 buckets: list[torch.Tensor], bucket_bytes: float) -> dict[str, dict[str, float]]:
-    """One steady step inside the tracker: bytes by category after forward, backward, the
-    optimizer step, and at the peak. DDP's buckets (`bucket_bytes`) are filed under
-    communication: a real DDP's bucket tensors are given to the tracker (it would call them
-    temporaries), a fake DDP has none and their bytes are added."""
-    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-    from torch.distributed._tools.mem_tracker import MemTracker
-    tensors = [t for t in inputs if torch.is_tensor(t)]
-    if spec.strategy == "ddp":
-        tracker = MemTracker()
-        tracker.track_external(model, optimizer, *tensors, *buckets)
-    else:
-        tracker = FSDPMemTracker(model, optimizer)
-        tracker.track_inputs(tuple(tensors))
-    param_dtype, compute_dtype = dtypes(spec)
-    autocast = torch.autocast(device.type, dtype=compute_dtype) \
-        if spec.strategy == "ddp" and param_dtype != compute_dtype else contextlib.nullcontext()
-    phases: dict[str, dict[str, float]] = {}
-    with tracker:
-        with autocast:
-            loss = loss_of(forward(model, inputs), inputs)
-        phases["after forward"] = read(tracker)
-        loss.backward()
-        del loss
-        phases["after backward"] = read(tracker)
-        optimizer.step()
-        phases["after optimizer step"] = read(tracker)
-        phases["peak"] = read(tracker, "peak")
-    for snapshot in phases.values():
-        snapshot["temporaries"] -= bucket_bytes if buckets else 0.0
-        snapshot["communication"] += bucket_bytes
-        snapshot["total"] = sum(snapshot[c] for c in CATEGORIES)
-    return phases
-
-
-def real_ddp_warm_up(model: nn.Module, optimizer, batch: tuple) -> list[torch.Tensor]:
-    """A real DDP to its steady state, untracked: a first step (DDP learns the order gradients
-    come in), its buckets rebuilt in that order (as its second forward would), a second step.
-    Returns the bucket tensors, caught by a communication hook that all-reduces as DDP does."""
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    buffers: dict[int, torch.Tensor] = {}
-
-    def catching(process_group, bucket):
-        buffers[bucket.index()] = bucket.buffer()
-        return allreduce_hook(process_group, bucket)
-
-    model.register_comm_hook(None, catching)
-    for step in range(2):
-        loss_of(forward(model, batch), batch).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step == 0:
-            buffers.clear()
-            model.reducer._rebuild_buckets()
-    return list(buffers.values())
+    model.zero_grad(set_to_none=True)
 
 
 def measure(factory: Callable[[], Any], spec: FitSpec, inputs: Callable[[int, int], Any] | None = None, *,
-            fake: bool = True, name: str = "the model factory", device: str = "cpu") -> dict[str, Any]:
+            fake: bool = True, name: str = "the model factory", device: str = "cpu",
+            local_optimizer: bool = True) -> dict[str, Any]:
     """Per-rank bytes by category at each phase of one training step of `factory()` under `spec`.
 
     `fake=False` runs the same step for real (in the process group already set up, or a
@@ -238,7 +186,7 @@ def measure(factory: Callable[[], Any], spec: FitSpec, inputs: Callable[[int, in
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # FSDP and the trackers warn about their internals
-            phases, sizes = _measure(factory, spec, inputs, fake, name, target)
+            phases, sizes = _measure(factory, spec, inputs, fake, name, target, local_optimizer)
             return {"phases": phases, "sizes": sizes, "spec": asdict(spec), "device": device, "fake": fake, "rank": dist.get_rank(),
                     "seconds": time.perf_counter() - started}
     finally:
@@ -246,11 +194,12 @@ def measure(factory: Callable[[], Any], spec: FitSpec, inputs: Callable[[int, in
             dist.destroy_process_group()
 
 
-def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torch.device) -> tuple[dict, dict]:
+def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torch.device,
+             local_optimizer: bool) -> tuple[dict, dict]:
     param_dtype, compute_dtype = dtypes(spec)
     with torch.device("meta") if fake else contextlib.nullcontext():
         model = cast(build_model(factory, name), param_dtype)
-    sizes = parameter_sizes(model, torch.finfo(compute_dtype).bits // 8)
+    sizes = parameter_sizes(model, torch.finfo(compute_dtype).bits // 8, spec.world)
     if spec.checkpointing:
         checkpoint_units(model)
     model = wrap(model, spec, fake, device)
@@ -263,39 +212,19 @@ def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torc
             model.to_empty(device=device)
         elif device.type != "cpu":
             model.to(device)
-        optimizer = make_optimizer(model, spec)
+        optimizer = make_optimizer(model, spec, on_local_shards=fake and local_optimizer)
         batch = call_inputs(inputs, spec.rank_batch, spec.seq, name) if inputs is not None \
             else guess_inputs(model, spec.rank_batch, spec.seq, device)
         buckets = real_ddp_warm_up(model, optimizer, batch) if spec.strategy == "ddp" and not fake else []
-        create_state(optimizer)
+        create_state(model, optimizer)
         bucket_bytes = 0.0
         if spec.strategy == "ddp":  # fake: one flat copy of every gradient; real: the reducer's own buckets
             bucket_bytes = sum(b.numel() * b.element_size() for b in buckets) if buckets else sizes["grad_bytes"]
         try:
-            return tracked_step(model, optimizer, batch, spec, device, buckets, float(bucket_bytes)), sizes
+            autocast = compute_dtype if spec.strategy == "ddp" and param_dtype != compute_dtype else None
+            return tracked_step(model, optimizer, batch, spec.strategy == "ddp", autocast, device, buckets,
+                                float(bucket_bytes)), sizes
         except RuntimeError as error:
             if "dtype" in str(error).lower() or "expected scalar type" in str(error).lower():
                 raise FitError(f"the model cannot run in {spec.dtype}: {str(error).splitlines()[0]}") from None
             raise
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m engines.distributed.fit --job '{...}'`: one measurement, as a JSON line on stdout
-    (the page runs this in a subprocess: it holds no torch). Bad input: {"error": ...}, exit 2."""
-    import argparse
-    from engines.distributed.fit_report import report
-    from engines.loop.runtime import configure
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--job", required=True, help="JSON: {model | architecture, inputs, spec}")
-    job = json.loads(parser.parse_args(argv).job)
-    configure(1)
-    try:
-        print(json.dumps(report(job)))
-    except FitError as error:
-        print(json.dumps({"error": str(error)}))
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
