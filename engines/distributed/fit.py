@@ -172,6 +172,9 @@ def measure(factory: Callable[[], Any], spec: FitSpec, inputs: Callable[[int, in
     1-rank gloo group): the tests hold the two equal. Returns plain numbers: "phases"
     (phase -> category -> bytes), "sizes" (n_params, unit bytes, ...), "seconds"."""
     spec.check()
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise FitError("device cuda needs a GPU on this machine (fake CUDA tensors still ask the CUDA runtime); "
+                       "use device cpu")
     started = time.perf_counter()
     target = torch.device(device)
     owned = not dist.is_initialized()
@@ -199,6 +202,7 @@ def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torc
     param_dtype, compute_dtype = dtypes(spec)
     with torch.device("meta") if fake else contextlib.nullcontext():
         model = cast(build_model(factory, name), param_dtype)
+    class_name = type(model).__name__
     sizes = parameter_sizes(model, torch.finfo(compute_dtype).bits // 8, spec.world)
     if spec.checkpointing:
         checkpoint_units(model)
@@ -213,18 +217,25 @@ def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torc
         elif device.type != "cpu":
             model.to(device)
         optimizer = make_optimizer(model, spec, on_local_shards=fake and local_optimizer)
-        batch = call_inputs(inputs, spec.rank_batch, spec.seq, name) if inputs is not None \
+        batch = call_inputs(inputs, spec.rank_batch, spec.seq, getattr(inputs, "__qualname__", "inputs")) \
+            if inputs is not None \
             else guess_inputs(model, spec.rank_batch, spec.seq, device)
         buckets = real_ddp_warm_up(model, optimizer, batch) if spec.strategy == "ddp" and not fake else []
         create_state(model, optimizer)
         bucket_bytes = 0.0
         if spec.strategy == "ddp":  # fake: one flat copy of every gradient; real: the reducer's own buckets
             bucket_bytes = sum(b.numel() * b.element_size() for b in buckets) if buckets else sizes["grad_bytes"]
+        autocast = compute_dtype if spec.strategy == "ddp" and param_dtype != compute_dtype else None
         try:
-            autocast = compute_dtype if spec.strategy == "ddp" and param_dtype != compute_dtype else None
-            return tracked_step(model, optimizer, batch, spec.strategy == "ddp", autocast, device, buckets,
-                                float(bucket_bytes)), sizes
+            phases = tracked_step(model, optimizer, batch, spec.strategy == "ddp", autocast, device, buckets,
+                                  float(bucket_bytes))
+        except TypeError as error:
+            if inputs is None and "argument" in str(error):  # forward wants more than the guessed inputs
+                raise FitError(f"cannot guess the inputs of {class_name}.forward ({error}): pass --inputs "
+                               f"MODULE:FUNCTION, a function (batch, seq) -> example inputs") from None
+            raise
         except RuntimeError as error:
             if "dtype" in str(error).lower() or "expected scalar type" in str(error).lower():
                 raise FitError(f"the model cannot run in {spec.dtype}: {str(error).splitlines()[0]}") from None
             raise
+        return phases, sizes

@@ -93,11 +93,14 @@ def _why(category: str, delta: float, value: float, model: float, phases: dict, 
         return (f"FSDP pads dim 0 of each parameter to a multiple of {spec['world']} ranks: rank 0 holds "
                 f"{pad_elements:,.0f} padding elements ({_gb(pad_elements * bpp.params)})")
     if category == "optimizer_state":
+        scratch = value - phases["after optimizer step"]["optimizer_state"]
         counters = STEP_COUNTER_BYTES * sizes["n_tensors"] if spec["optimizer"] != "sgd" else 0.0
         padding = pad_elements * bpp.optimizer
-        parts = [f"Adam's step counters ({sizes['n_tensors']:.0f} tensors × 4 B, not sharded)"] if counters else []
+        parts = [f"the peak is in the optimizer step, whose scratch tensors count as its state ({_gb(scratch)})"] \
+            if scratch > 0 else []
+        parts += [f"Adam's step counters ({sizes['n_tensors']:.0f} tensors × 4 B, not sharded)"] if counters else []
         parts += [f"FSDP's padding ({_gb(padding)})"] if padding else []
-        if parts and abs(delta - counters - padding) <= 1e-6 * model:
+        if parts and abs(delta - max(scratch, 0.0) - counters - padding) <= 1e-6 * model:
             return " + ".join(parts)
     if category == "gradients":
         after = phases["after backward"]["gradients"]
@@ -112,7 +115,7 @@ def _why(category: str, delta: float, value: float, model: float, phases: dict, 
     if category == "unsharded" and sizes["unit_param_bytes"]:
         units = value / sizes["unit_param_bytes"]
         return f"at the peak FSDP holds {units:.2f} blocks' worth of gathered parameters (the formula: {model / sizes['unit_param_bytes']:.2f})"
-    return f"{_gb(delta)} {'more' if delta > 0 else 'less'} than the formula"
+    return f"{_gb(abs(delta))} {'more' if delta > 0 else 'less'} than the formula"
 
 
 def fits_on(peak_bytes: float) -> list[dict[str, Any]]:

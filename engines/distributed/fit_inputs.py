@@ -27,6 +27,10 @@ class FitError(ValueError):
     """Bad input to a fit measurement: one line that says what is wrong and what to do."""
 
 
+class ModelError(RuntimeError):
+    """The person's own code raised (building the model, making its inputs): its error, shown."""
+
+
 def load(path: str, what: str = "model factory") -> Callable:
     """The callable `attribute` of `module` for "module:attribute"."""
     module_name, _, attribute = path.partition(":")
@@ -49,8 +53,12 @@ def load(path: str, what: str = "model factory") -> Callable:
 
 
 def build_model(factory: Callable[[], Any], path: str) -> nn.Module:
-    """Call the factory (an nn.Module class or a function returning one); its own errors propagate."""
-    model = factory()
+    """Call the factory (an nn.Module class or a function returning one); its own error is shown
+    as a ModelError (a model that downloads its weights fails here, offline, with its message)."""
+    try:
+        model = factory()
+    except Exception as error:  # noqa: BLE001 (anything the person's code raises is theirs to read)
+        raise ModelError(f"{path} raised {type(error).__name__}: {error}") from error
     if not isinstance(model, nn.Module):
         raise FitError(f"{path} returned a {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -78,7 +86,10 @@ def guess_inputs(model: nn.Module, batch: int, seq: int, device: torch.device) -
 
 def call_inputs(function: Callable, batch: int, seq: int, path: str) -> tuple:
     """The person's input function's result as positional arguments (a dict stays keyword arguments)."""
-    made = function(batch, seq)
+    try:
+        made = function(batch, seq)
+    except Exception as error:  # noqa: BLE001 (their code: its own error, shown)
+        raise ModelError(f"inputs {path} raised {type(error).__name__}: {error}") from error
     if isinstance(made, (torch.Tensor, dict)):
         return (made,)
     if isinstance(made, (tuple, list)):

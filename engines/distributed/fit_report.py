@@ -38,6 +38,8 @@ def resolve(job: dict) -> tuple[Any, Any, str, dict | None]:
         except (TypeError, ValueError) as error:
             raise FitError(f"architecture: {error}") from None
         return (lambda: build(arch)), inputs, f"built-in {arch.architecture}-style model", arch.to_dict()
+    if callable(job.get("model")):  # the Python API may hand the factory itself
+        return job["model"], inputs, getattr(job["model"], "__qualname__", "the model factory"), None
     if not job.get("model"):
         raise FitError("name a model: an import path MODULE:FACTORY or a built-in architecture")
     return load(job["model"]), inputs, job["model"], None

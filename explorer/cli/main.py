@@ -17,6 +17,7 @@ import os
 import sys
 
 from explorer import __version__
+from explorer.cli.fit import add_fit_command
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
 from explorer.plaintext import one_line
@@ -125,7 +126,7 @@ def positive(text: str) -> int:
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Training Dynamics Explorer: scenarios that train real PyTorch runs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,fit}")
     listing = commands.add_parser("list", help="the scenarios; with a scenario id, its settings")
     listing.add_argument("scenario", nargs="?", help="a scenario id: print its keys, defaults and ranges")
     listing.set_defaults(func=cmd_list)
@@ -154,6 +155,7 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     runs.set_defaults(func=cmd_runs)
     for command in (listing, run, show, runs):
         command.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_fit_command(commands)
     return parser
 
 
