@@ -132,9 +132,11 @@ def make_optimizer(model: nn.Module, spec: FitSpec, on_local_shards: bool) -> to
     local shard, handed the local shard of its gradient before every step.
 
     Why the second: a foreach op on DTensors propagates shardings over all its tensors at once,
-    quadratic in their number on the first call (uncached): ~100 s of CPU for a 7B GPT's 389
-    tensors. Elementwise, the DTensor step is the local step, tensor for tensor, so the bytes
-    are the same (tests compare the two, and the real FSDP optimizer with the fake one)."""
+    quadratic in their number on the first call (uncached): tens of seconds of CPU for a 7B
+    GPT's 389 tensors. Elementwise, the DTensor step is the local step, tensor for tensor: the
+    fake step on local shards files the bytes of the real step on DTensors (tests). Under
+    FakeTensorMode the DTensor step itself does not always: for SGD it files a second copy of
+    the momentum at the peak, which the real step never holds (measured at world 1)."""
     from torch.distributed.tensor import DTensor
     pairs = [(p, p._local_tensor if on_local_shards and isinstance(p, DTensor) else p)
              for p in model.parameters() if p.requires_grad]
