@@ -230,7 +230,7 @@ def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torc
         autocast = compute_dtype if spec.strategy == "ddp" and param_dtype != compute_dtype else None
         try:
             phases = tracked_step(model, optimizer, batch, spec.strategy == "ddp", autocast, device, buckets,
-                                  float(bucket_bytes))
+                                  float(bucket_bytes), check_dtypes=fake)
         except TypeError as error:
             if inputs is None and "argument" in str(error):  # forward wants more than the guessed inputs
                 raise FitError(f"cannot guess the inputs of {class_name}.forward ({error}): pass --inputs "

@@ -69,6 +69,11 @@ def first_layer(model: nn.Module) -> nn.Module | None:
     return next((m for m in model.modules() if any(True for _ in m.parameters(recurse=False))), None)
 
 
+def class_name(module: nn.Module) -> str:
+    """The module's own class name, under the FSDP<Name> class fully_shard gives it."""
+    return next(c.__name__ for c in type(module).__mro__ if not c.__name__.startswith("FSDP"))
+
+
 def guess_inputs(model: nn.Module, batch: int, seq: int, device: torch.device) -> tuple:
     """Example inputs for `model`'s forward, or a FitError asking for an input function."""
     first = first_layer(model)
@@ -78,8 +83,8 @@ def guess_inputs(model: nn.Module, batch: int, seq: int, device: torch.device) -
         # in the first layer's dtype (a bf16 model is fed bf16); FSDP and autocast cast fp32 inputs themselves
         dtype = first.weight.dtype if first.weight.is_floating_point() else torch.float32
         return (torch.randn(batch, first.in_features, device=device, dtype=dtype),)  # (batch, in_features)
-    kind = type(first).__name__ if first is not None else "no parameters"
-    raise FitError(f"cannot guess the inputs of {type(model).__name__}.forward (its first layer is {kind}, "
+    kind = class_name(first) if first is not None else "no parameters"
+    raise FitError(f"cannot guess the inputs of {class_name(model)}.forward (its first layer is {kind}, "
                    f"not an Embedding or a Linear): pass --inputs MODULE:FUNCTION, a function (batch, seq) "
                    f"-> example inputs")
 

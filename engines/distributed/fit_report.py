@@ -58,6 +58,8 @@ def report(job: dict) -> dict[str, Any]:
     """Measure the job's step (fake) and set it beside the analytic model."""
     spec = spec_of(job)
     factory, inputs, name, arch = resolve(job)
+    if arch and arch["architecture"] == "gpt" and spec.seq > arch["max_seq"]:
+        raise FitError(f"seq {spec.seq} is longer than the GPT-style model's {arch['max_seq']} learned positions")
     result = measure(factory, spec, inputs, name=name, device=job.get("device", "cpu"))
     phases, sizes = result["phases"], result["sizes"]
     per_rank = {c: phases["peak"][c] for c in CATEGORIES}

@@ -6,6 +6,7 @@ import contextlib
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from engines.distributed.fit_inputs import forward, loss_of
 from engines.distributed.memory_tracking import CATEGORY
@@ -15,6 +16,21 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "unsh
 OUR_NAME = {"parameters": "parameters", "gradients": "gradients", "optimizer state": "optimizer_state",
             "activations": "activations", "unsharded parameters": "unsharded", "temporaries": "temporaries",
             "communication buffers": "communication"}
+
+
+class SameDtypeOperands(TorchDispatchMode):
+    """Fake tensors' shape functions let a matmul take an fp32 and a bf16 operand; the CPU and CUDA
+    kernels refuse. Checked here, in fake runs, so a model that cannot run in a dtype says so."""
+
+    CHECKED = ("mm", "bmm", "addmm", "baddbmm", "addbmm", "convolution", "linear")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in self.CHECKED:
+            floating = {str(a.dtype).removeprefix("torch.") for a in args if torch.is_tensor(a) and a.is_floating_point()}
+            if len(floating) > 1:
+                raise RuntimeError(f"{func.overloadpacket.__name__} expected operands of one dtype, got "
+                                   f"{' and '.join(sorted(floating))}")
+        return func(*args, **(kwargs or {}))
 
 
 def read(tracker, kind: str = "current") -> dict[str, float]:
@@ -40,7 +56,8 @@ class GlobalPeak:
 
 
 def tracked_step(model: nn.Module, optimizer, inputs: tuple, ddp: bool, autocast_dtype: torch.dtype | None,
-                 device: torch.device, buckets: list[torch.Tensor], bucket_bytes: float) -> dict[str, dict[str, float]]:
+                 device: torch.device, buckets: list[torch.Tensor], bucket_bytes: float,
+                 check_dtypes: bool = False) -> dict[str, dict[str, float]]:
     """One steady step inside the tracker: bytes by category after forward, backward, the
     optimizer step, and at the peak. DDP's buckets (`bucket_bytes`) are filed under
     communication: a real DDP's bucket tensors are given to the tracker (it would call them
@@ -57,7 +74,7 @@ def tracked_step(model: nn.Module, optimizer, inputs: tuple, ddp: bool, autocast
     autocast = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
     phases: dict[str, dict[str, float]] = {}
     with tracker:
-        with autocast:
+        with autocast, SameDtypeOperands() if check_dtypes else contextlib.nullcontext():
             loss = loss_of(forward(model, inputs), inputs)
         phases["after forward"] = read(tracker)
         loss.backward()

@@ -65,6 +65,8 @@ def job_arguments(args: argparse.Namespace) -> dict:
     architecture = None
     if args.arch:
         architecture = {"architecture": args.arch, **{k: getattr(args, k) for k in SHAPE if getattr(args, k)}}
+        if args.arch == "gpt":
+            architecture["max_seq"] = args.seq  # learned positions, as many as the sequence measured
     return {"architecture": architecture, "inputs": args.inputs, "strategy": args.strategy, "world": args.world,
             "batch": args.batch, "seq": args.seq, "dtype": args.dtype, "optimizer": args.optimizer,
             "checkpointing": args.checkpointing, "device": args.device}

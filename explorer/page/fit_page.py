@@ -40,8 +40,6 @@ def settings() -> dict:
                         "vocab": number("Vocabulary", 2, 1_000_000, 50304 if kind == "gpt" else 128256, key="fit:vocab")}
         if kind == "llama":
             architecture["kv_heads"] = number("Key/value heads (GQA)", 1, 256, 8, key="fit:kv_heads")
-        else:
-            architecture["max_seq"] = number("Positions (max sequence)", 1, 1_000_000, 4096, key="fit:max_seq")
     strategy = STRATEGIES[side.selectbox("Strategy", list(STRATEGIES), index=2, key="fit:strategy")]
     world = side.number_input("World size (ranks)", 1, 1024, 64, key="fit:world")
     batch = side.number_input("Global batch (split over the ranks)", 1, 1_000_000, 64, key="fit:batch")
@@ -49,6 +47,8 @@ def settings() -> dict:
     dtype = PRECISIONS[side.selectbox("Precision", list(PRECISIONS), key="fit:dtype")]
     optimizer = side.selectbox("Optimizer", ("adamw", "adam", "sgd"), key="fit:optimizer")
     checkpointing = side.checkbox("Activation checkpointing (per block)", key="fit:checkpointing")
+    if architecture is not None and kind == "gpt":
+        architecture["max_seq"] = int(seq)  # learned positions, as many as the sequence measured
     return job_of(model, architecture=architecture, inputs=inputs, strategy=strategy, world=int(world),
                   batch=int(batch), seq=int(seq), dtype=dtype, optimizer=optimizer, checkpointing=checkpointing)
 
@@ -60,7 +60,7 @@ def render_fit() -> None:
                 "group stands in for the other ranks, so FSDP shards as it would on a real mesh. Beside each "
                 "figure, the analytic model: ZeRO's model states and Korthikanti et al.'s activations.")
     job = settings()
-    if st.sidebar.button("Measure", type="primary", key="fit:measure", use_container_width=True):
+    if st.sidebar.button("Measure", type="primary", key="fit:measure", width="stretch"):
         if job["model"] == "" and job["architecture"] is None:
             st.session_state["fit:result"] = {"error": "type an import path MODULE:FUNCTION for the model"}
         else:
@@ -101,4 +101,4 @@ def show(report: dict) -> None:
                "buckets, FSDP's all-gather and reduce-scatter buffers.")
     phases = pd.DataFrame({phase: {c: v / divisor for c, v in by.items()} for phase, by in report["phases"].items()})
     st.markdown(f"**By phase ({unit})**")
-    st.dataframe(phases, use_container_width=True, key="fit:phases")
+    st.dataframe(phases, width="stretch", key="fit:phases")
