@@ -41,7 +41,7 @@ def test_an_mlp_with_adam_measured_fake_equals_its_real_step_to_the_byte() -> No
     assert fake["peak"]["total"] > 16 * psi, f"peak {fake['peak']['total']:,.0f} B"
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp-zero2", "fsdp-zero3"])
+@pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp-zero2", "fsdp-zero3"])
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_fake_equals_real_at_world_one_for_every_strategy(strategy: str, checkpointing: bool) -> None:
     """A built-in GPT in bf16 compute: every phase and category equal to the byte, with and without checkpointing."""

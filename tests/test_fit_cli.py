@@ -48,6 +48,7 @@ def test_the_table_names_differences_and_says_where_it_fits(capsys) -> None:
     ([*TINY, "--world", "3", "--batch", "8"], "world 3 does not divide batch 8"),
     ([*TINY, "--world", "2048", "--batch", "2048"], "world 2048 is more than 1024 ranks"),
     (["tests.fit_examples:Float32Only", "--dtype", "bf16", "--world", "1", "--batch", "2"], "cannot run in bf16"),
+    ([*TINY, "--strategy", "single", "--world", "2", "--batch", "2"], "strategy single is one device"),
     ([], "name a model"),
 ])
 def test_bad_input_is_one_clear_line(capsys, argv: list[str], words: str) -> None:

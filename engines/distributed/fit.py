@@ -45,7 +45,7 @@ from engines.distributed.fit_analytic import ceil_rows
 from engines.distributed.fit_inputs import FitError, build_model, call_inputs, cast, checkpoint_units, guess_inputs, units
 from engines.distributed.fit_step import real_ddp_warm_up, tracked_step
 
-STRATEGIES = ("ddp", "fsdp-zero2", "fsdp-zero3")
+STRATEGIES = ("single", "ddp", "fsdp-zero2", "fsdp-zero3")  # single: one device, no wrapper
 DTYPES = ("fp32", "bf16", "bf16-mixed")   # bf16-mixed: fp32 parameters and optimizer, bf16 compute
 OPTIMIZERS = ("adamw", "adam", "sgd")     # sgd with momentum: one state tensor per parameter
 PHASES = ("after forward", "after backward", "after optimizer step", "peak")
@@ -71,6 +71,8 @@ class FitSpec:
         for field, value in (("world", self.world), ("batch", self.batch), ("seq", self.seq)):
             if value < 1:
                 raise FitError(f"{field} must be at least 1, got {value}")
+        if self.strategy == "single" and self.world != 1:
+            raise FitError(f"strategy single is one device: world must be 1, got {self.world}")
         if self.world > 1024:
             raise FitError(f"world {self.world} is more than 1024 ranks")
         if self.batch % self.world:
@@ -110,8 +112,8 @@ def parameter_sizes(model: nn.Module, compute_bytes: int, world: int) -> dict[st
 def wrap(model: nn.Module, spec: FitSpec, fake: bool, device: torch.device) -> nn.Module:
     """FSDP2 per unit and at the root; real DDP only for a real run (fake DDP is the bare model)."""
     param_dtype, compute_dtype = dtypes(spec)
-    if spec.strategy == "ddp":
-        if fake:
+    if spec.strategy in ("single", "ddp"):
+        if fake or spec.strategy == "single":
             return model
         from torch.nn.parallel import DistributedDataParallel
         return DistributedDataParallel(model)
@@ -227,9 +229,10 @@ def _measure(factory, spec: FitSpec, inputs, fake: bool, name: str, device: torc
         bucket_bytes = 0.0
         if spec.strategy == "ddp":  # fake: one flat copy of every gradient; real: the reducer's own buckets
             bucket_bytes = sum(b.numel() * b.element_size() for b in buckets) if buckets else sizes["grad_bytes"]
-        autocast = compute_dtype if spec.strategy == "ddp" and param_dtype != compute_dtype else None
+        replicated = spec.strategy in ("single", "ddp")  # every rank holds the whole model
+        autocast = compute_dtype if replicated and param_dtype != compute_dtype else None
         try:
-            phases = tracked_step(model, optimizer, batch, spec.strategy == "ddp", autocast, device, buckets,
+            phases = tracked_step(model, optimizer, batch, replicated, autocast, device, buckets,
                                   float(bucket_bytes), check_dtypes=fake)
         except TypeError as error:
             if inputs is None and "argument" in str(error):  # forward wants more than the guessed inputs

@@ -44,7 +44,7 @@ def analytic(spec: dict, sizes: dict, arch: dict | None) -> dict[str, float | No
     """Per-rank bytes by category from the formulas (None where there is none), and their sum."""
     world, strategy = spec["world"], spec["strategy"]
     bpp = bytes_per_param(spec["dtype"], spec["optimizer"])
-    states = model_states(sizes["n_params"], world, strategy, bpp)
+    states = model_states(sizes["n_params"], world, "ddp" if strategy == "single" else strategy, bpp)
     compute_bytes = 4 if spec["dtype"] == "fp32" else 2
     reduce_bytes = 4 if spec["dtype"] != "bf16" else 2
     unit = sizes["unit_param_bytes"]
@@ -55,7 +55,7 @@ def analytic(spec: dict, sizes: dict, arch: dict | None) -> dict[str, float | No
                                                                   compute_bytes, spec["checkpointing"]),
         "temporaries": None,
         # DDP: a flat bucket copy of every gradient; FSDP: one unit's all-gather output and reduce-scatter input
-        "communication": sizes["grad_bytes"] if strategy == "ddp" else unit + unit / compute_bytes * reduce_bytes,
+        "communication": {"single": 0.0, "ddp": sizes["grad_bytes"]}.get(strategy, unit + unit / compute_bytes * reduce_bytes),
     }
     out["peak"] = sum(v for v in out.values() if v is not None)
     return out
@@ -69,7 +69,7 @@ def differences(measured: dict, formula: dict, phases: dict, spec: dict, sizes: 
                 arch: dict | None) -> dict[str, dict[str, Any]]:
     """Per category: measured − formula in bytes and %, and why, from this run's numbers."""
     out: dict[str, dict[str, Any]] = {}
-    fsdp = spec["strategy"] != "ddp"
+    fsdp = spec["strategy"].startswith("fsdp")
     pad_elements = sizes["padded_elements"] - sizes["n_params"] / spec["world"] if fsdp else 0.0
     for category, value in measured.items():
         model = formula.get(category)

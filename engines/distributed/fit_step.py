@@ -55,7 +55,7 @@ class GlobalPeak:
                 self._peak_mem_snap[device] = dict(snapshot)
 
 
-def tracked_step(model: nn.Module, optimizer, inputs: tuple, ddp: bool, autocast_dtype: torch.dtype | None,
+def tracked_step(model: nn.Module, optimizer, inputs: tuple, replicated: bool, autocast_dtype: torch.dtype | None,
                  device: torch.device, buckets: list[torch.Tensor], bucket_bytes: float,
                  check_dtypes: bool = False) -> dict[str, dict[str, float]]:
     """One steady step inside the tracker: bytes by category after forward, backward, the
@@ -65,7 +65,7 @@ def tracked_step(model: nn.Module, optimizer, inputs: tuple, ddp: bool, autocast
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker
     tensors = [t for t in inputs if torch.is_tensor(t)]
-    if ddp:
+    if replicated:  # not FSDP
         tracker = type("Tracker", (GlobalPeak, MemTracker), {})()
         tracker.track_external(model, optimizer, *tensors, *buckets)
     else:

@@ -18,7 +18,7 @@ from explorer.cli.run import RUN_FAILED, UsageError
 from explorer.plaintext import one_line
 
 # engines/distributed/fit.py's choices, written out: importing it would load torch before the arguments are read
-STRATEGIES = ("ddp", "fsdp-zero2", "fsdp-zero3")
+STRATEGIES = ("single", "ddp", "fsdp-zero2", "fsdp-zero3")
 DTYPES = ("fp32", "bf16", "bf16-mixed")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "vocab", "ffn")
@@ -34,7 +34,8 @@ def add_fit_command(commands) -> argparse.ArgumentParser:
                           ("ffn", None)):
         fit.add_argument(f"--{name}", type=_positive, default=default, help=f"--arch: {name} (default {default})")
     fit.add_argument("--strategy", choices=STRATEGIES, default="fsdp-zero3",
-                     help="ddp, or FSDP2 with reshard_after_forward False (ZeRO-2-like) or True (ZeRO-3-like)")
+                     help="single (one device), ddp, or FSDP2 with reshard_after_forward False (ZeRO-2-like) "
+                          "or True (ZeRO-3-like)")
     fit.add_argument("--world", type=_positive, default=8, help="ranks, 1..1024 (default 8)")
     fit.add_argument("--batch", type=_positive, default=8, help="global batch, split over the ranks (default 8)")
     fit.add_argument("--seq", type=_positive, default=1024, help="tokens per sequence (default 1024)")

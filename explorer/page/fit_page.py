@@ -13,7 +13,7 @@ from explorer.fit import ROWS, FitFailed, amount, count, fit_in_subprocess, job_
 from explorer.plaintext import plain
 
 MODELS = {"GPT-style": "gpt", "Llama-style (SwiGLU, GQA)": "llama", "Import path": None}
-STRATEGIES = {"DDP": "ddp", "FSDP2, ZeRO-2-like (reshard_after_forward=False)": "fsdp-zero2",
+STRATEGIES = {"One device (world 1)": "single", "DDP": "ddp", "FSDP2, ZeRO-2-like (reshard_after_forward=False)": "fsdp-zero2",
               "FSDP2, ZeRO-3-like (reshard_after_forward=True)": "fsdp-zero3"}
 PRECISIONS = {"bf16 (parameters and Adam in bf16)": "bf16", "bf16 compute, fp32 parameters and Adam": "bf16-mixed",
               "fp32": "fp32"}
@@ -40,7 +40,7 @@ def settings() -> dict:
                         "vocab": number("Vocabulary", 2, 1_000_000, 50304 if kind == "gpt" else 128256, key="fit:vocab")}
         if kind == "llama":
             architecture["kv_heads"] = number("Key/value heads (GQA)", 1, 256, 8, key="fit:kv_heads")
-    strategy = STRATEGIES[side.selectbox("Strategy", list(STRATEGIES), index=2, key="fit:strategy")]
+    strategy = STRATEGIES[side.selectbox("Strategy", list(STRATEGIES), index=3, key="fit:strategy")]
     world = side.number_input("World size (ranks)", 1, 1024, 64, key="fit:world")
     batch = side.number_input("Global batch (split over the ranks)", 1, 1_000_000, 64, key="fit:batch")
     seq = side.number_input("Sequence length", 1, 1_000_000, 2048, key="fit:seq")
