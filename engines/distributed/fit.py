@@ -15,16 +15,17 @@ How the model is made: the factory runs on the meta device (no memory, no init),
 floating parameters are cast, blocks are wrapped for activation checkpointing and sharded
 (`fully_shard` per unit, then the root), and only then `to_empty` makes fake tensors of
 the local shards. Sharding meta tensors costs milliseconds; sharding fake tensors goes
-through the fake dispatcher once per chunk (≈ 8 s for a 7B model at 64 ranks).
+through the fake dispatcher once per `torch.chunk` piece (seconds for a 7B model at 64 ranks).
 
-One trap, found here: counting an FSDP optimizer state's bytes with `numel()` reads the
-DTensor's *global* size — 64× too much at 64 ranks (9.1 GB for ZeRO's 0.14 GB). The
-trackers count storages, which hold the local shard; `to_local()` gives the same.
+One trap: counting an FSDP optimizer state's bytes with `numel()` reads the DTensor's
+*global* size, exactly world × the shard (64×: 9.1 GB where ZeRO has 0.14 GB, as an earlier
+reading here had it). The trackers count storages, which hold the local shard, as does
+`to_local()`.
 
 DDP is measured on the model as each rank holds it (DDP shards nothing; the C++ reducer
 cannot take fake tensors), plus its gradient buckets: with `gradient_as_bucket_view=False`
 (the default) DDP allocates flat buckets the size of all gradients when it wraps the model
-(tests check this against a real reducer's `bucket_sizes`).
+(tests compare a real reducer's bucket tensors, caught by a communication hook).
 
 The optimizer's lazily created state is made before the measured step by one step on zero
 gradients, so the step measured is a steady one. Adam runs `foreach=True`, as it does by
@@ -42,7 +43,8 @@ import torch.distributed as dist
 from torch import nn
 
 from engines.distributed.fit_analytic import ceil_rows
-from engines.distributed.fit_inputs import FitError, build_model, call_inputs, cast, checkpoint_units, guess_inputs, units
+from engines.distributed.fit_inputs import (FitError, build_model, call_inputs, cast, checkpoint_units, guess_inputs,
+                                            units)
 from engines.distributed.fit_step import real_ddp_warm_up, tracked_step
 
 STRATEGIES = ("single", "ddp", "fsdp-zero2", "fsdp-zero3")  # single: one device, no wrapper
@@ -76,8 +78,9 @@ class FitSpec:
         if self.world > 1024:
             raise FitError(f"world {self.world} is more than 1024 ranks")
         if self.batch % self.world:
+            example = self.world * max(1, self.batch // self.world)
             raise FitError(f"world {self.world} does not divide batch {self.batch}: --batch is the global batch, "
-                           f"split evenly over the ranks (e.g. --batch {self.world * max(1, self.batch // self.world)})")
+                           f"split evenly over the ranks (e.g. --batch {example})")
 
     @property
     def rank_batch(self) -> int:
@@ -194,7 +197,8 @@ def measure(factory: Callable[[], Any], spec: FitSpec, inputs: Callable[[int, in
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # FSDP and the trackers warn about their internals
             phases, sizes = _measure(factory, spec, inputs, fake, name, target, local_optimizer)
-            return {"phases": phases, "sizes": sizes, "spec": asdict(spec), "device": device, "fake": fake, "rank": dist.get_rank(),
+            return {"phases": phases, "sizes": sizes, "spec": asdict(spec), "device": device, "fake": fake,
+                    "rank": dist.get_rank(),
                     "seconds": time.perf_counter() - started}
     finally:
         if owned:

@@ -55,7 +55,8 @@ def analytic(spec: dict, sizes: dict, arch: dict | None) -> dict[str, float | No
                                                                   compute_bytes, spec["checkpointing"]),
         "temporaries": None,
         # DDP: a flat bucket copy of every gradient; FSDP: one unit's all-gather output and reduce-scatter input
-        "communication": {"single": 0.0, "ddp": sizes["grad_bytes"]}.get(strategy, unit + unit / compute_bytes * reduce_bytes),
+        "communication": {"single": 0.0, "ddp": sizes["grad_bytes"]}.get(
+            strategy, unit + unit / compute_bytes * reduce_bytes),
     }
     out["peak"] = sum(v for v in out.values() if v is not None)
     return out
@@ -114,7 +115,9 @@ def _why(category: str, delta: float, value: float, model: float, phases: dict, 
                 f"attention), and leaves out the embedding and the logits with their fp32 copy ({_gb(logits)})")
     if category == "unsharded" and sizes["unit_param_bytes"]:
         units = value / sizes["unit_param_bytes"]
-        return f"at the peak FSDP holds {units:.2f} blocks' worth of gathered parameters (the formula: {model / sizes['unit_param_bytes']:.2f})"
+        formula_units = model / sizes["unit_param_bytes"]
+        return (f"at the peak FSDP holds {units:.2f} blocks' worth of gathered parameters "
+                f"(the formula: {formula_units:.2f})")
     return f"{_gb(abs(delta))} {'more' if delta > 0 else 'less'} than the formula"
 
 

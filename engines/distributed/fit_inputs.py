@@ -158,7 +158,8 @@ def units(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
                 found.append((module, name, child))
                 taken.update(id(m) for m in child.modules())
     if not found and isinstance(model, nn.Sequential):
-        found = [(model, name, child) for name, child in model.named_children() if any(True for _ in child.parameters())]
+        found = [(model, name, child) for name, child in model.named_children()
+                 if any(True for _ in child.parameters())]
     return found
 
 

@@ -80,7 +80,8 @@ def run_job(job: dict, rank: int, world: int, emit) -> None:
     for index, fields in enumerate(job["specs"]):
         spec = spec_of({"spec": fields})
         result = measure(factory, spec, inputs, fake=False, name=name)
-        metrics = {f"{phase}/{category}": value for phase, by in result["phases"].items() for category, value in by.items()}
+        metrics = {f"{phase}/{category}": value for phase, by in result["phases"].items()
+                   for category, value in by.items()}
         emit({"arm": f"{index}:{spec.strategy}", "rank": rank, "step": 0, "metrics": metrics})
 
 

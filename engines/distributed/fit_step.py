@@ -26,7 +26,8 @@ class SameDtypeOperands(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.overloadpacket.__name__ in self.CHECKED:
-            floating = {str(a.dtype).removeprefix("torch.") for a in args if torch.is_tensor(a) and a.is_floating_point()}
+            floating = {str(a.dtype).removeprefix("torch.") for a in args
+                        if torch.is_tensor(a) and a.is_floating_point()}
             if len(floating) > 1:
                 raise RuntimeError(f"{func.overloadpacket.__name__} expected operands of one dtype, got "
                                    f"{' and '.join(sorted(floating))}")

@@ -13,10 +13,14 @@ from explorer.fit import ROWS, FitFailed, amount, count, fit_in_subprocess, job_
 from explorer.plaintext import plain
 
 MODELS = {"GPT-style": "gpt", "Llama-style (SwiGLU, GQA)": "llama", "Import path": None}
-STRATEGIES = {"One device (world 1)": "single", "DDP": "ddp", "FSDP2, ZeRO-2-like (reshard_after_forward=False)": "fsdp-zero2",
-              "FSDP2, ZeRO-3-like (reshard_after_forward=True)": "fsdp-zero3"}
-PRECISIONS = {"bf16 (parameters and Adam in bf16)": "bf16", "bf16 compute, fp32 parameters and Adam": "bf16-mixed",
-              "fp32": "fp32"}
+STRATEGIES = {"One device (world 1)": "single", "DDP": "ddp", "FSDP2, ZeRO-2-like": "fsdp-zero2",
+              "FSDP2, ZeRO-3-like": "fsdp-zero3"}
+STRATEGY_HELP = ("ZeRO-2-like: `fully_shard(reshard_after_forward=False)`, every block stays gathered from its "
+                 "forward to its backward; ZeRO-3-like: `reshard_after_forward=True`, gathered again in backward.")
+PRECISIONS = {"bf16": "bf16", "bf16 compute, fp32 kept": "bf16-mixed", "fp32": "fp32"}
+PRECISION_HELP = ("bf16: parameters, gradients and optimizer state in bf16. bf16 compute, fp32 kept: fp32 "
+                  "parameters and optimizer state, bf16 in forward and backward (FSDP's MixedPrecisionPolicy; "
+                  "autocast under DDP).")
 
 
 def settings() -> dict:
@@ -37,14 +41,16 @@ def settings() -> dict:
                         "layers": number("Layers", 1, 256, 32, key="fit:layers"),
                         "hidden": number("Hidden size", 8, 65536, 4096, step=128, key="fit:hidden"),
                         "heads": number("Attention heads", 1, 256, 32, key="fit:heads"),
-                        "vocab": number("Vocabulary", 2, 1_000_000, 50304 if kind == "gpt" else 128256, key="fit:vocab")}
+                        "vocab": number("Vocabulary", 2, 1_000_000, 50304 if kind == "gpt" else 128256,
+                                        key="fit:vocab")}
         if kind == "llama":
             architecture["kv_heads"] = number("Key/value heads (GQA)", 1, 256, 8, key="fit:kv_heads")
-    strategy = STRATEGIES[side.selectbox("Strategy", list(STRATEGIES), index=3, key="fit:strategy")]
+    strategy = STRATEGIES[side.selectbox("Strategy", list(STRATEGIES), index=3, key="fit:strategy",
+                                         help=STRATEGY_HELP)]
     world = side.number_input("World size (ranks)", 1, 1024, 64, key="fit:world")
     batch = side.number_input("Global batch (split over the ranks)", 1, 1_000_000, 64, key="fit:batch")
     seq = side.number_input("Sequence length", 1, 1_000_000, 2048, key="fit:seq")
-    dtype = PRECISIONS[side.selectbox("Precision", list(PRECISIONS), key="fit:dtype")]
+    dtype = PRECISIONS[side.selectbox("Precision", list(PRECISIONS), key="fit:dtype", help=PRECISION_HELP)]
     optimizer = side.selectbox("Optimizer", ("adamw", "adam", "sgd"), key="fit:optimizer")
     checkpointing = side.checkbox("Activation checkpointing (per block)", key="fit:checkpointing")
     if architecture is not None and kind == "gpt":
