@@ -32,7 +32,7 @@ def mismatches(fake: dict, real: dict, tolerance: float = 0.0) -> dict:
 
 def test_an_mlp_with_adam_measured_fake_equals_its_real_step_to_the_byte() -> None:
     """World 1, CPU: MemTracker under FakeTensorMode files the same bytes as a real Adam step, category by category."""
-    spec = FitSpec("ddp", 1, 64, 1, "fp32", "adam")
+    spec = FitSpec("single", 1, 64, 1, "fp32", "adam")
     fake, real = measure(mlp, spec)["phases"], measure(mlp, spec, fake=False)["phases"]
     assert not mismatches(fake, real), mismatches(fake, real)
     psi = sum(p.numel() for p in mlp().parameters())

@@ -97,22 +97,42 @@ def test_the_python_function_takes_a_factory_itself() -> None:
     assert "fits on:" in table(report)
 
 
-def test_the_page_measures_in_a_child_process_and_shows_the_table() -> None:
-    """The page (no torch in its process): Measure runs `python -m engines.distributed.fit_report`; a table and
-    the fits-on line come back; an empty import path gets one line."""
-    def page() -> None:
-        from explorer.page.fit_page import render_fit
-        render_fit()
-    at = AppTest.from_function(page, default_timeout=240).run()
-    assert not at.exception and "Press **Measure**" in at.info[0].value.replace("press", "Press")
+def page() -> None:
+    from explorer.page.fit_page import render_fit
+    render_fit()
+
+
+def small_page(at: AppTest) -> AppTest:
     for key, value in (("fit:layers", 2), ("fit:hidden", 64), ("fit:heads", 4), ("fit:vocab", 256),
                        ("fit:world", 2), ("fit:batch", 2), ("fit:seq", 16)):
         at.number_input(key=key).set_value(value)
-    at.button(key="fit:measure").click().run()
+    return at.button(key="fit:measure").click().run()
+
+
+def test_the_page_shows_the_table_the_fits_line_and_one_line_for_bad_input(monkeypatch) -> None:
+    """Measure hands the sidebar's job to the child process (here: measured in-process); the table beside the
+    formula and the fits-on line come back; an empty import path gets one line, and the page says what a path runs."""
+    from explorer import fit as api
+    from explorer.page import fit_page
+    asked = []
+    monkeypatch.setattr(fit_page, "fit_in_subprocess", lambda job: asked.append(job) or api.fit(
+        job["model"], architecture=job["architecture"], inputs=job["inputs"], **job["spec"]))
+    at = AppTest.from_function(page, default_timeout=120).run()
+    assert not at.exception and "Measure" in at.info[0].value
+    at = small_page(at)
     assert not at.exception and not at.error, [e.value for e in at.error]
+    assert asked[0]["architecture"]["layers"] == 2 and asked[0]["spec"]["world"] == 2
     assert "24 GB yes" in " ".join(m.value.replace("\\", "") for m in at.markdown)
     assert at.table[0].value.index.tolist()[-1] == "peak"
     at.radio(key="fit:model").set_value("Import path").run()
     assert "runs that module's code" in " ".join(c.value for c in at.caption)
     at.button(key="fit:measure").click().run()
-    assert "import path" in at.error[0].value, at.error[0].value
+    assert "import path" in at.error[0].value and len(asked) == 1, at.error[0].value
+
+
+@pytest.mark.slow
+def test_the_page_measures_in_a_child_process_that_imports_torch() -> None:
+    """The real path: `python -m engines.distributed.fit_report` in a child, its JSON line read back."""
+    at = small_page(AppTest.from_function(page, default_timeout=240).run())
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.table[0].value.index.tolist()[-1] == "peak"

@@ -32,7 +32,8 @@ def settings() -> dict:
         model = side.text_input("Factory, MODULE:FUNCTION", key="fit:path", placeholder="my_pkg.models:build")
         inputs = side.text_input("Example inputs, MODULE:FUNCTION (optional)", key="fit:inputs",
                                  placeholder="my_pkg.models:example_batch") or None
-        side.caption("An import path **runs that module's code** in a worker process on this machine. "
+        side.caption("An import path **runs that module's code** in a worker process on this machine (this "
+                     "server listens on localhost only). "
                      "The inputs function takes (batch per rank, seq); without one, a model that starts with an "
                      "Embedding gets token ids and one that starts with a Linear gets (batch, in_features).")
     else:
