@@ -14,7 +14,6 @@
   children that hold parameters; none (the root is one unit) when neither exists.
 """
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -169,8 +168,3 @@ def checkpoint_units(model: nn.Module) -> None:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     for parent, name, unit in units(model):
         setattr(parent, name, checkpoint_wrapper(unit))
-
-
-def takes_arguments(model: nn.Module) -> bool:
-    """Whether forward has a parameter at all (a model without one cannot be fed anything)."""
-    return any(p.kind != p.VAR_KEYWORD for p in inspect.signature(model.forward).parameters.values())
