@@ -257,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         if job.get("kind") == "collectives":  # the collectives page's job: engines/distributed/collectives.py
             from engines.distributed.collectives import run_job
             run_job(job, rank, world, emit)
+        elif job.get("kind") == "fit":  # the fit tests' real ranks: engines/distributed/fit_report.py
+            from engines.distributed.fit_report import run_job
+            run_job(job, rank, world, emit)
         else:
             for strategy in job["strategies"]:
                 run_strategy(job, strategy, rank, world, device, emit, args.out)

@@ -20,6 +20,7 @@ import sys
 import threading
 
 from explorer import __version__
+from explorer.cli.fit import add_fit_command
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
 from explorer.plaintext import cut, one_line, terminal_text
@@ -151,7 +152,7 @@ def port_number(text: str) -> int:
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Training Dynamics Explorer: scenarios that train real PyTorch runs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,app}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,fit,app}")
     listing = commands.add_parser("list", help="the scenarios; with a scenario id, its settings")
     listing.add_argument("scenario", nargs="?", help="a scenario id: print its keys, defaults and ranges")
     listing.set_defaults(func=cmd_list)
@@ -184,6 +185,7 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     export = add_export(commands)
     for command in (listing, run, show, runs, export):
         command.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_fit_command(commands)
     app = commands.add_parser("app", help="serve the web app (localhost only) until Ctrl-C")
     app.add_argument("--port", type=port_number, help="the port to listen on (default 8501, or the next free one)")
     app.add_argument("--address", help="the address to listen on (default localhost)")

@@ -1,4 +1,5 @@
-"""The navigation: a gallery home, a Runs page, the Glossary, and one page per registered scenario.
+"""The navigation: a gallery home, a Runs page, the Glossary, "Will it fit?" (explorer/page/fit_page.py),
+and one page per registered scenario.
 
 Every scenario page is the same generated page (`explorer.page.scenario_page`), so a new
 scenario module gets its page, URL, presets, overlays, seeds and exports without UI code.
@@ -8,6 +9,7 @@ a page's settings.
 """
 import streamlit as st
 
+from explorer.page.fit_page import render_fit
 from explorer.page.glossary_page import render_glossary
 from explorer.page.home import render_home
 from explorer.page.runs_page import render_runs
@@ -43,8 +45,13 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
         store_banner()
         render_glossary(scenario_pages)
 
+    def fit() -> None:
+        mark_page("fit")
+        render_fit()
+
     for name, function, title, icon in (("home", home, "Home", "home"), ("runs", runs, "Runs", "history"),
-                                        ("glossary", glossary, "Glossary", "menu_book")):
+                                        ("glossary", glossary, "Glossary", "menu_book"),
+                                        ("fit", fit, "Will it fit?", "memory")):
         pages[name] = st.Page(function, title=title, icon=f":material/{icon}:", url_path=name, default=name == default)
     scenario_pages = {s.id: st.Page(_page_function(s, pages["glossary"]), title=s.title, url_path=s.id)
                       for s in all_scenarios()}
