@@ -81,7 +81,14 @@ def optimum_arm_records(config: Config, level: str, built: dict):
 
 
 def beta_arm_records(built: dict, beta: float):
+    """One β arm alone (the sequential path: `batched=False`)."""
     yield from built["level"].records(beta)
+
+
+def beta_arms_records(built: dict, names: list[str], betas: list[float]):
+    """Every β arm of the level as one batched model (engines/rl/dpo_arms.py): the records of each
+    equal its sequential arm's; one step of all costs about one arm's."""
+    yield from built["level"].arm_records(names, betas)
 
 
 class DpoBeta(Scenario):
@@ -114,15 +121,23 @@ class DpoBeta(Scenario):
         "tabular only, to convergence": {"level": "tabular", "tabular_steps": 1000},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """Per level, π* first (it builds the level), then the β arms: trained together as one batched
+        model, or (`batched=False`, the reference the tests compare with) one after another."""
+        from engines.loop.batched import arm_cost
         phases = []
-        for level in levels_of(config):  # π* first (it builds the level), then one β arm after another
+        for level in levels_of(config):
             built: dict = {}
-            cost = 1 if level == "tabular" else SEQUENCE_COST
-            phases += in_turn(Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
-                                  cost=0.1, needed=True),
-                              *(Arm(arm_of(level, b), beta_arm_records(built, b), steps_of(config, level), cost)
-                                for b in betas_of(config)))
+            cost, betas = (1 if level == "tabular" else SEQUENCE_COST), betas_of(config)
+            optimum = Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
+                          cost=0.1, needed=True)
+            names = [arm_of(level, b) for b in betas]
+            if batched:
+                phases += in_turn(optimum, Arm(f"{level} β arms", beta_arms_records(built, names, betas),
+                                               steps_of(config, level), cost * arm_cost(len(betas))))
+            else:
+                phases += in_turn(optimum, *(Arm(name, beta_arm_records(built, b), steps_of(config, level), cost)
+                                             for name, b in zip(names, betas)))
         return phases
 
     def arm_universe(self) -> list[str]:

@@ -1,0 +1,135 @@
+"""Layers for K arms as one model: every weight carries a leading arm dimension.
+
+Each arm's module is built exactly as the sequential path builds it (its own seed, its own
+init), then `stacked` copies the arms' tensors into one leaf (K, ...): the batched model
+starts where K separate models would. The layers compute every arm in one call:
+
+- `StackedLinear`: y_k = x_k W_kᵀ + b_k for all k by one `torch.baddbmm` (on these sizes its
+  output equals `F.linear`'s bit for bit, tests/test_batched.py). The input is shared by every
+  arm, (batch, in), or per arm, (K, ..., in); the output is (K, ..., out).
+- `StackedEmbedding`: per-arm tables (K, vocab, dim), looked up by `F.embedding` on the
+  tables laid end to end (token t of arm k is row k·vocab + t), so the backward pass is
+  embedding's own.
+- `StackedMLP`: `DeepMLP`-shaped nets (Linear → activation, then a head) from K built ones.
+- `ArmProbe`: `LayerProbe`'s weight-gradient norms and update-to-weight ratios, per arm.
+
+Measured on this 2-core machine (bench/sweep_bench.py): for our tiny models a step is mostly
+fixed per-op cost, so baddbmm over K arms costs about what one arm's step does, while
+`torch.func.vmap` over `functional_call` costs ~2.4x a step at any K in dispatch alone.
+"""
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def stacked(tensors: Sequence[Tensor], requires_grad: bool = True) -> Tensor:
+    """One leaf (K, ...) holding each arm's tensor, detached from the modules it came from."""
+    return torch.stack([t.detach() for t in tensors]).requires_grad_(requires_grad)
+
+
+def arm_tensor(values: Sequence[float], like: Tensor) -> Tensor:
+    """Per-arm numbers (K,) shaped to broadcast against a (K, ...) tensor like `like`, in its dtype."""
+    return torch.tensor(list(values), dtype=like.dtype).view(-1, *[1] * (like.dim() - 1))
+
+
+class _ArmLinear(torch.autograd.Function):
+    """y = x Wᵀ + b per arm, with the backward pass `F.linear`'s own: ∂W = gᵀ x as `mm` computes it for a
+    transposed weight (bmm's default backward forms (xᵀ g)ᵀ, which rounds differently)."""
+
+    @staticmethod
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # (K, rows, in), (K, out, in), (K, out)
+        if bias is None:
+            return torch.bmm(x, weight.transpose(1, 2))
+        return torch.baddbmm(bias[:, None, :], x, weight.transpose(1, 2))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        x, weight, bias = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight = ctx.saved_tensors
+        grad_x = torch.bmm(grad, weight) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.bmm(grad.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
+        grad_bias = grad.sum(1) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_x, grad_weight, grad_bias
+
+
+class StackedLinear(nn.Module):
+    """K `nn.Linear`s of one shape as one: weight (K, out, in), bias (K, out) or None."""
+
+    def __init__(self, linears: Sequence[nn.Linear], requires_grad: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(stacked([l.weight for l in linears]), requires_grad)
+        has_bias = linears[0].bias is not None
+        self.bias = nn.Parameter(stacked([l.bias for l in linears]), requires_grad) if has_bias else None
+
+    @property
+    def arms(self) -> int:
+        return self.weight.shape[0]
+
+    def forward(self, x: Tensor) -> Tensor:
+        shared = x.dim() == 2  # (batch, in): every arm reads the same input
+        flat = x.expand(self.arms, -1, -1) if shared else x.reshape(self.arms, -1, x.shape[-1])  # (K, rows, in)
+        out = _ArmLinear.apply(flat, self.weight, self.bias)  # (K, rows, out)
+        return out if shared else out.view(*x.shape[:-1], out.shape[-1])
+
+
+class StackedEmbedding(nn.Module):
+    """K `nn.Embedding`s of one shape: tokens (batch, ...) shared, or (K, batch, ...) per arm -> (K, batch, ..., dim)."""
+
+    def __init__(self, embeddings: Sequence[nn.Embedding], requires_grad: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(stacked([e.weight for e in embeddings]), requires_grad)
+
+    def forward(self, tokens: Tensor, shared: bool = True) -> Tensor:
+        arms, vocab = self.weight.shape[:2]
+        if shared:
+            tokens = tokens.expand(arms, *tokens.shape)
+        offsets = (torch.arange(arms) * vocab).view(-1, *[1] * (tokens.dim() - 1))
+        return F.embedding(tokens + offsets, self.weight.view(arms * vocab, -1))
+
+
+class StackedMLP(nn.Module):
+    """Linear → activation per hidden layer, then a linear head, for K nets with `linears` and `head`
+    (`DeepMLP` without norms or residuals, the distillation student, the optimizers' MLP)."""
+
+    def __init__(self, models: Sequence[nn.Module], activation: Callable[[Tensor], Tensor] = torch.relu) -> None:
+        super().__init__()
+        self.linears = nn.ModuleList(StackedLinear([m.linears[i] for m in models]) for i in range(len(models[0].linears)))
+        self.head = StackedLinear([m.head for m in models])
+        self.activation = activation
+
+    def forward(self, x: Tensor) -> Tensor:
+        for linear in self.linears:
+            x = self.activation(linear(x))  # (K, batch, width)
+        return self.head(x)  # (K, batch, classes)
+
+
+class ArmProbe:
+    """Per arm and layer: ‖∂L/∂W_l‖ (float64 sums, as `LayerProbe`) and ‖ΔW_l‖/‖W_l‖ of one step."""
+
+    def __init__(self, weights: Sequence[Tensor]) -> None:
+        self.weights = list(weights)  # each (K, out, in)
+        self._before: list[Tensor] | None = None
+
+    def grad_norms(self) -> Tensor:
+        """(K, layers), zeros where a layer has no gradient yet."""
+        return torch.stack([torch.linalg.vector_norm(w.grad.flatten(1), dim=1, dtype=torch.float64) if w.grad is not None
+                            else torch.zeros(len(w), dtype=torch.float64) for w in self.weights], dim=1)
+
+    def snapshot(self) -> None:
+        self._before = [w.detach().clone() for w in self.weights]
+
+    def update_ratios(self) -> Tensor:
+        """(K, layers) for the step since `snapshot()`."""
+        if self._before is None:
+            raise RuntimeError("update_ratios() needs a snapshot() before the optimizer step")
+        ratios = [torch.linalg.vector_norm((w.detach() - b).flatten(1), dim=1) / torch.linalg.vector_norm(b.flatten(1), dim=1)
+                  for w, b in zip(self.weights, self._before)]
+        self._before = None
+        return torch.stack(ratios, dim=1)
