@@ -5,6 +5,7 @@ alone, one after another, through `engines.loop.training.train`. The batched pat
 one model (engines/loop/batched.py). Records must agree per (arm, step, metric): float64
 engines to 1e-10, float32 to 1e-5, relative to the value (or to 1e-12 absolute at 0).
 """
+import base64
 import math
 
 import numpy as np
@@ -64,6 +65,8 @@ def assert_same_run(scenario_id: str, config: dict, tolerance: float) -> tuple[p
 
 def assert_same_figure(a, b, tolerance: float, where: str) -> None:
     """Equal structure and text; numbers within `tolerance` relative."""
+    if isinstance(a, dict) and "bdata" in a:  # a numpy array, base64-encoded by plotly
+        a, b = _array(a), _array(b)
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {sorted(a)} vs {sorted(b)}"
         for key in a:
@@ -73,8 +76,13 @@ def assert_same_figure(a, b, tolerance: float, where: str) -> None:
         assert len(a) == len(b), f"{where}: {len(a)} vs {len(b)} items"
         for i, (x, y) in enumerate(zip(a, b)):
             assert_same_figure(x, y, tolerance, f"{where}[{i}]")
-    elif isinstance(a, (float, np.floating)) and not isinstance(a, bool):
+    elif isinstance(a, (float, np.floating, int, np.integer)) and not isinstance(a, bool):
         x, y = float(a), float(b)
         assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= tolerance * max(abs(x), 1e-12), f"{where}: {x} vs {y}"
     else:
         assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+def _array(encoded: dict) -> np.ndarray:
+    values = np.frombuffer(base64.b64decode(encoded["bdata"]), dtype=np.dtype(encoded["dtype"]))
+    return values.reshape(encoded["shape"]) if "shape" in encoded else values

@@ -11,6 +11,7 @@ starts where K separate models would. The layers compute every arm in one call:
   tables laid end to end (token t of arm k is row k·vocab + t), so the backward pass is
   embedding's own.
 - `StackedMLP`: `DeepMLP`-shaped nets (Linear → activation, then a head) from K built ones.
+- `arm_cross_entropy`, `arm_accuracy`: the per-arm losses and scores a batched objective returns.
 - `ArmProbe`: `LayerProbe`'s weight-gradient norms and update-to-weight ratios, per arm.
 
 Measured on this 2-core machine (bench/sweep_bench.py): for our tiny models a step is mostly
@@ -108,6 +109,25 @@ class StackedMLP(nn.Module):
         for linear in self.linears:
             x = self.activation(linear(x))  # (K, batch, width)
         return self.head(x)  # (K, batch, classes)
+
+
+def arm_cross_entropy(logits: Tensor, targets: Tensor, exact_value: bool = False) -> Tensor:
+    """`F.cross_entropy(logits_k, targets)` per arm, (K,), from logits (K, batch, classes) and targets (batch,)
+    or (K, batch). Its gradient is cross_entropy's bit for bit. Its value may differ in the last bit (nll_loss
+    sums the batch in its own cascade) unless `exact_value` (for logged steps): then each arm's value is
+    cross_entropy's own, m + (e − m) = e exactly, with the gradient still flowing through m."""
+    index = targets.expand(logits.shape[:2])[..., None]  # (K, batch, 1)
+    mean = -logits.log_softmax(-1).gather(-1, index).squeeze(-1).mean(1)
+    if not exact_value:
+        return mean
+    with torch.no_grad():
+        exact = torch.stack([F.cross_entropy(arm, target) for arm, target in zip(logits, index[..., 0])])
+    return mean + (exact - mean.detach())  # the difference is exact (Sterbenz): the sum rounds to `exact`
+
+
+def arm_accuracy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Per arm, the share of rows whose argmax is the target: (K,)."""
+    return (logits.argmax(dim=-1) == targets).float().mean(1)
 
 
 class ArmProbe:

@@ -90,6 +90,18 @@ def student_arm(config: Config, temperature: float | None, built: dict):
                                      log_every_for(config.student_steps, 50))
 
 
+def students_arm(config: Config, built: dict):
+    """Every student as one batched model (engines/supervised/distill_arms.py): the same records as
+    `student_arm` gives each alone, at about the cost of one."""
+    from engines.loop.training import log_every_for
+    from engines.supervised import distill
+    from engines.supervised.distill_arms import train_students
+    temperatures = [None, *temperatures_of(config)]
+    students = [distill.mlp(N_FEATURES, config.student_width, 1, N_CLASSES, seed=config.seed + 20) for _ in temperatures]
+    yield from train_students(arm_names(config), students, built["transfer"], built["test"], temperatures, config.alpha,
+                              config.t_squared, config.lr, config.student_steps, log_every_for(config.student_steps, 50))
+
+
 class Distillation(Scenario):
     id = "distillation-temperature"
     title = "Temperature in distillation"
@@ -118,10 +130,16 @@ class Distillation(Scenario):
         "plenty of labels": {"transfer_size": 2000},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """The teacher, then the students: trained together as one batched model, or (`batched=False`,
+        the reference the tests compare with) one after another."""
+        from engines.loop.batched import arm_cost
         built: dict = {}  # the teacher's transfer and test sets, for the students of later phases
         temperatures = temperatures_of(config)
         teacher = Arm(TEACHER, teacher_arm(config, built), config.teacher_steps + 1 + len(temperatures), needed=True)
+        if batched:
+            return in_turn(teacher, Arm("students", students_arm(config, built), config.student_steps,
+                                        arm_cost(len(temperatures) + 1)))
         return in_turn(teacher, *(Arm(arm, student_arm(config, t, built), config.student_steps)
                                   for arm, t in zip(arm_names(config), [None, *temperatures])))
 
