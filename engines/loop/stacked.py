@@ -60,6 +60,12 @@ class _ArmLinear(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias
 
 
+def arm_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """`F.linear(x_k, W_k, b_k)` per arm: x (K, rows, in), weight (K, out, in) -> (K, rows, out); forward and
+    backward round as `F.linear` does (also for x Wᵀ products that are no layer: similarity scores a bᵀ)."""
+    return _ArmLinear.apply(x, weight, bias)
+
+
 class StackedLinear(nn.Module):
     """K `nn.Linear`s of one shape as one: weight (K, out, in), bias (K, out) or None."""
 
@@ -76,7 +82,7 @@ class StackedLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         shared = x.dim() == 2  # (batch, in): every arm reads the same input
         flat = x.expand(self.arms, -1, -1) if shared else x.reshape(self.arms, -1, x.shape[-1])  # (K, rows, in)
-        out = _ArmLinear.apply(flat, self.weight, self.bias)  # (K, rows, out)
+        out = arm_linear(flat, self.weight, self.bias)  # (K, rows, out)
         return out if shared else out.view(*x.shape[:-1], out.shape[-1])
 
 
@@ -96,19 +102,21 @@ class StackedEmbedding(nn.Module):
 
 
 class StackedMLP(nn.Module):
-    """Linear → activation per hidden layer, then a linear head, for K nets with `linears` and `head`
-    (`DeepMLP` without norms or residuals, the distillation student, the optimizers' MLP)."""
+    """Linear → activation per hidden layer, then a linear head, for K nets. `layers[k]` is arm k's
+    Linears in order, the head last: `[*m.linears, m.head]` of a `DeepMLP` without norms or residuals,
+    the Linears of an `nn.Sequential(Linear, ReLU, …, Linear)`."""
 
-    def __init__(self, models: Sequence[nn.Module], activation: Callable[[Tensor], Tensor] = torch.relu) -> None:
+    def __init__(self, layers: Sequence[Sequence[nn.Linear]], activation: Callable[[Tensor], Tensor] = torch.relu
+                 ) -> None:
         super().__init__()
-        self.linears = nn.ModuleList(StackedLinear([m.linears[i] for m in models]) for i in range(len(models[0].linears)))
-        self.head = StackedLinear([m.head for m in models])
+        self.linears = nn.ModuleList(StackedLinear([arm[i] for arm in layers]) for i in range(len(layers[0]) - 1))
+        self.head = StackedLinear([arm[-1] for arm in layers])
         self.activation = activation
 
     def forward(self, x: Tensor) -> Tensor:
         for linear in self.linears:
             x = self.activation(linear(x))  # (K, batch, width)
-        return self.head(x)  # (K, batch, classes)
+        return self.head(x)  # (K, batch, out)
 
 
 def arm_cross_entropy(logits: Tensor, targets: Tensor, exact_value: bool = False) -> Tensor:

@@ -32,7 +32,7 @@ def train_students(names: Sequence[str], students: Sequence[nn.Module], transfer
                    temperatures: Sequence[float | None], alpha: float, t_squared: bool, lr: float, steps: int,
                    log_every: int) -> Iterator[ArmItems | None]:
     """`distill.train_student` for every arm at once (`None` in `temperatures`: the hard-label arm)."""
-    model = StackedMLP(students)
+    model = StackedMLP([[*student.linears, student.head] for student in students])
     params = list(model.parameters())
     soft_arms = [t is not None for t in temperatures]
     temperature = torch.tensor([t or 1.0 for t in temperatures])[:, None, None]  # (K, 1, 1)

@@ -90,14 +90,22 @@ class Contrastive(Scenario):
         "more negatives (N = 512)": {"batch": 512},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """The raw-observation probe, then the τ arms: one batched encoder for all of them, or
+        (`batched=False`, the reference the tests compare with) one encoder each, side by side."""
+        from engines.loop.batched import arm_cost
         from engines.loop.training import log_every_for
         from engines.supervised.contrastive import TauArm, raw_records, train_tau_arm
+        from engines.supervised.contrastive_arms import train_tau_arms
         fields = config.model_dump(include={"batch", "embedding_dim", "classes", "view_noise", "nuisance", "lr", "seed"})
-        log_every = log_every_for(config.steps, 50)
+        log_every, taus = log_every_for(config.steps, 50), taus_of(config)
         raw = Arm(RAW, raw_records(TauArm(tau=1.0, **fields)), 1, cost=5)
+        if batched:
+            specs = [TauArm(tau=t, **fields) for t in taus]
+            return in_turn(raw) + together(Arm("τ arms", train_tau_arms(tau_arms(config), specs, config.steps, log_every),
+                                               config.steps, arm_cost(len(taus))))
         trained = [Arm(arm_of(t), train_tau_arm(TauArm(tau=t, **fields), config.steps, log_every), config.steps)
-                   for t in taus_of(config)]
+                   for t in taus]
         return in_turn(raw) + together(*trained)
 
     def arm_universe(self) -> list[str]:
