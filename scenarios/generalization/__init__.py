@@ -90,20 +90,41 @@ class Generalization(Scenario):
         "Zhang et al. 2017: random labels": {"label_noise": 0.75},
     }
 
-    def phases(self, config: Config):
+    def phases(self, config: Config, batched: bool = True):
+        """The four regularization arms, then the training-set-size sweep. The four share their
+        architecture and train as one batched model (`batched=False`: one model each, side by side,
+        the reference the tests compare with); the sweep's arms each have a training set of their own."""
+        from engines.loop.batched import arm_cost
         from engines.loop.training import log_every_for
-        from engines.supervised.generalization import NoisyTeacherTask, generalization_arm
+        from engines.supervised.generalization import BATCH, NoisyTeacherTask, generalization_arm
+        from engines.supervised.generalization_arms import generalization_arms
         decoupled = config.decay_kind == "AdamW (decoupled)"
         setup = dict(width=config.width, decoupled=decoupled, lr=config.lr, steps=config.steps,
                      patience=config.patience, seed=config.seed)
         task = NoisyTeacherTask(config.n, config.label_noise, config.seed)
         regularizers = {NONE: (0.0, 0.0), DROPOUT: (config.dropout, 0.0), DECAY: (0.0, config.weight_decay),
                         BOTH: (config.dropout, config.weight_decay)}
-        main = [Arm(arm, generalization_arm(task, dropout=p, weight_decay=wd, log_every=log_every_for(config.steps, 60),
-                                            **setup), config.steps + 1) for arm, (p, wd) in regularizers.items()]
-        sweep = [Arm(arm, generalization_arm(NoisyTeacherTask(n, config.label_noise, config.seed), dropout=0.0,
-                                             weight_decay=0.0, log_every=log_every_for(config.steps, 10), **setup),
-                     config.steps + 1, cost=0.7) for n, arm in sweep_of(config).items() if arm != NONE]
+        if batched:
+            names, (dropouts, decays) = list(regularizers), zip(*regularizers.values())
+            main = [Arm("regularization arms", generalization_arms(names, task, dropouts=dropouts, weight_decays=decays,
+                                                                   log_every=log_every_for(config.steps, 60), **setup),
+                        config.steps + 1, arm_cost(len(names)))]
+        else:
+            main = [Arm(arm, generalization_arm(task, dropout=p, weight_decay=wd, log_every=log_every_for(config.steps, 60),
+                                                **setup), config.steps + 1) for arm, (p, wd) in regularizers.items()]
+        sizes = {n: arm for n, arm in sweep_of(config).items() if arm != NONE}
+        if batched:  # one batched model per batch size (a training set smaller than a batch is its own batch)
+            by_batch: dict[int, list[int]] = {}
+            for n in sizes:
+                by_batch.setdefault(min(n, BATCH), []).append(n)
+            sweep = [Arm(f"n sweep, batch {batch}", generalization_arms(
+                [sizes[n] for n in group], [NoisyTeacherTask(n, config.label_noise, config.seed) for n in group],
+                dropouts=[0.0] * len(group), weight_decays=[0.0] * len(group), log_every=log_every_for(config.steps, 10),
+                **setup), config.steps + 1, cost=0.7 * arm_cost(len(group))) for batch, group in by_batch.items()]
+        else:
+            sweep = [Arm(arm, generalization_arm(NoisyTeacherTask(n, config.label_noise, config.seed), dropout=0.0,
+                                                 weight_decay=0.0, log_every=log_every_for(config.steps, 10), **setup),
+                         config.steps + 1, cost=0.7) for n, arm in sizes.items()]
         return together(*main) + together(*sweep)
 
     def arm_universe(self) -> list[str]:
