@@ -85,4 +85,5 @@ def assert_same_figure(a, b, tolerance: float, where: str) -> None:
 
 def _array(encoded: dict) -> np.ndarray:
     values = np.frombuffer(base64.b64decode(encoded["bdata"]), dtype=np.dtype(encoded["dtype"]))
-    return values.reshape(encoded["shape"]) if "shape" in encoded else values
+    shape = encoded.get("shape")
+    return values.reshape([int(n) for n in str(shape).split(",")]) if shape is not None else values

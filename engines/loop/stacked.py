@@ -139,25 +139,31 @@ def arm_accuracy(logits: Tensor, targets: Tensor) -> Tensor:
 
 
 class ArmProbe:
-    """Per arm and layer: ‖∂L/∂W_l‖ (float64 sums, as `LayerProbe`) and ‖ΔW_l‖/‖W_l‖ of one step."""
+    """Per arm and layer: ‖∂L/∂W_l‖ (float64 sums) and ‖ΔW_l‖/‖W_l‖ of one step, by `LayerProbe`'s own fused
+    calls on every arm's slice of every layer at once (so each arm's numbers are `LayerProbe`'s)."""
 
     def __init__(self, weights: Sequence[Tensor]) -> None:
         self.weights = list(weights)  # each (K, out, in)
+        self.arms = len(self.weights[0])
         self._before: list[Tensor] | None = None
+
+    def _slices(self, tensors: Sequence[Tensor]) -> list[Tensor]:
+        return [t[k] for k in range(self.arms) for t in tensors]  # arm-major: arm 0's layers, then arm 1's, ...
 
     def grad_norms(self) -> Tensor:
         """(K, layers), zeros where a layer has no gradient yet."""
-        return torch.stack([torch.linalg.vector_norm(w.grad.flatten(1), dim=1, dtype=torch.float64) if w.grad is not None
-                            else torch.zeros(len(w), dtype=torch.float64) for w in self.weights], dim=1)
+        grads = [w.grad if w.grad is not None else torch.zeros_like(w) for w in self.weights]
+        norms = torch._foreach_norm(self._slices(grads), 2, dtype=torch.float64)
+        return torch.stack(norms).view(self.arms, len(self.weights))
 
     def snapshot(self) -> None:
-        self._before = [w.detach().clone() for w in self.weights]
+        self._before = torch._foreach_mul(self._slices([w.detach() for w in self.weights]), 1.0)
 
     def update_ratios(self) -> Tensor:
         """(K, layers) for the step since `snapshot()`."""
         if self._before is None:
             raise RuntimeError("update_ratios() needs a snapshot() before the optimizer step")
-        ratios = [torch.linalg.vector_norm((w.detach() - b).flatten(1), dim=1) / torch.linalg.vector_norm(b.flatten(1), dim=1)
-                  for w, b in zip(self.weights, self._before)]
+        deltas = torch._foreach_sub(self._slices([w.detach() for w in self.weights]), self._before)
+        ratios = torch.stack(torch._foreach_norm(deltas)) / torch.stack(torch._foreach_norm(self._before))
         self._before = None
-        return torch.stack(ratios, dim=1)
+        return ratios.view(self.arms, len(self.weights))

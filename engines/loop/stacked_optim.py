@@ -84,13 +84,15 @@ class StackedSGD(_Stacked):
 
 
 class StackedAdam(_Stacked):
-    """`torch.optim.Adam(lr, betas, eps, weight_decay)` per arm; `decoupled=True` is AdamW
-    (p ← p·(1 − lr·λ) before the Adam step). Betas and eps are shared by the arms."""
+    """`torch.optim.Adam(lr, betas, eps, weight_decay)` per arm; a `decoupled` arm is AdamW's
+    (p ← p·(1 − lr·λ) before the Adam step), any other adds λp to its gradient (Adam's L2).
+    Betas and eps are shared by the arms."""
 
     def __init__(self, params: Iterable[Tensor], arms: int, lr: Numbers, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: Numbers = 0.0, decoupled: bool = False) -> None:
+                 eps: float = 1e-8, weight_decay: Numbers = 0.0, decoupled: Sequence[bool] | bool = False) -> None:
+        flags = [bool(decoupled)] * arms if isinstance(decoupled, bool) else [bool(d) for d in decoupled]
         super().__init__(params, arms, dict(lr=per_arm(lr, arms), betas=betas, eps=eps,
-                                            weight_decay=per_arm(weight_decay, arms), decoupled=decoupled))
+                                            weight_decay=per_arm(weight_decay, arms), decoupled=flags))
 
     @torch.no_grad()
     def step(self, closure=None) -> None:
@@ -103,11 +105,12 @@ class StackedAdam(_Stacked):
             if not state:
                 state.update(step=0, exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
             state["step"] += 1
-            if any(decays):
-                if group["decoupled"]:
-                    p.mul_(_shaped([1 - lr * wd for lr, wd in zip(lrs, decays)], p))
-                else:
-                    grad = grad.addcmul(p, _shaped(decays, p))  # grad.add(p, alpha=λ), per arm
+            if any(wd and decoupled for wd, decoupled in zip(decays, group["decoupled"])):  # AdamW's arms
+                p.mul_(_shaped([1 - lr * wd if decoupled else 1.0
+                                for lr, wd, decoupled in zip(lrs, decays, group["decoupled"])], p))
+            if any(wd and not decoupled for wd, decoupled in zip(decays, group["decoupled"])):  # Adam's L2 arms
+                grad = grad.addcmul(p, _shaped([0.0 if decoupled else wd
+                                                for wd, decoupled in zip(decays, group["decoupled"])], p))
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)

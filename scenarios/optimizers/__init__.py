@@ -91,10 +91,15 @@ class Optimizers(Scenario):
         "Loshchilov & Hutter 2019: AdamW's decay, λ = 0.5": {"weight_decay": 0.5, "adam_lr": 0.01},
     }
 
-    def phases(self, config: Config):
+    def phases(self, config: Config, batched: bool = True):
+        """The surface and the untouched weight side by side, then the MLP. Each view's arms of one
+        optimizer family (SGD's, Adam's) train as one batched model with per-arm settings; with
+        `batched=False` (the reference the tests compare with) every arm trains alone."""
         from engines.loop.training import log_every_for
         from engines.supervised.optimizers import idle_weight_arm, mlp_arm, surface_arm
         log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
+        if batched:
+            return self.batched_phases(config, log_every)
         surface = [Arm(label, surface_arm(kind, config.surface, config.kappa, config.adam_lr if "adam" in kind else
                                           config.lr, config.momentum, config.weight_decay, config.steps, log_every),
                        config.steps, cost=0.3) for label, kind in SURFACE_ARMS.items()]
@@ -104,6 +109,26 @@ class Optimizers(Scenario):
         net = [Arm(label, mlp_arm(kind, config.net_adam_lr if "adam" in kind else config.net_lr, config.momentum,
                                   config.weight_decay, config.net_steps, config.seed), config.net_steps)
                for label, kind in NET_ARMS.items()]
+        return together(*surface, *idle) + together(*net)
+
+    def batched_phases(self, config: Config, log_every: int):
+        from engines.loop.batched import arm_cost
+        from engines.loop.training import log_every_for
+        from engines.supervised.optimizers_arms import families, idle_weight_arms, mlp_arms, surface_arms
+
+        def groups(arms: dict[str, str], make, steps: int, cost: float) -> list[Arm]:
+            names, kinds = list(arms), list(arms.values())
+            return [Arm(" / ".join(names[i] for i in group), make([names[i] for i in group], [kinds[i] for i in group]),
+                        steps, cost * arm_cost(len(group))) for group in families(kinds)]
+        lr_of = lambda kinds: config.adam_lr if "adam" in kinds[0] else config.lr  # noqa: E731  (one family: one rate)
+        surface = groups(SURFACE_ARMS, lambda names, kinds: surface_arms(
+            names, kinds, config.surface, config.kappa, lr_of(kinds), config.momentum, config.weight_decay, config.steps,
+            log_every), config.steps, 0.3)
+        idle = groups(IDLE_ARMS, lambda names, kinds: idle_weight_arms(
+            names, kinds, config.adam_lr, config.weight_decay, config.steps, log_every_for(config.steps)), config.steps, 0.2)
+        net = groups(NET_ARMS, lambda names, kinds: mlp_arms(
+            names, kinds, config.net_adam_lr if "adam" in kinds[0] else config.net_lr, config.momentum,
+            config.weight_decay, config.net_steps, config.seed), config.net_steps, 1.0)
         return together(*surface, *idle) + together(*net)
 
     def arm_universe(self) -> list[str]:
