@@ -31,6 +31,17 @@ def by_key(frame: pd.DataFrame) -> pd.Series:
     return frame.set_index(["arm", "step", "metric"])["value"].sort_index()
 
 
+def scale_of(values: pd.Series) -> np.ndarray:
+    """What a difference is measured against besides the value itself: 1e-12, or for one element of a
+    vector (`name/index_II`: singular values) the vector's largest |element| at that arm and step, since
+    the trailing singular values of a low-rank ΔW are rounding noise of the leading ones."""
+    keys = values.index.to_frame(index=False)
+    family = keys["metric"].str.replace(r"/index_\d+$", "/index_", regex=True)
+    vector = family.str.endswith("/index_").to_numpy()
+    largest = values.abs().groupby([keys["arm"].to_numpy(), keys["step"].to_numpy(), family.to_numpy()]).transform("max")
+    return np.where(vector, np.maximum(largest.to_numpy(float), 1e-12), 1e-12)
+
+
 def worst_difference(sequential: pd.DataFrame, batched: pd.DataFrame) -> tuple[float, tuple]:
     """The largest relative difference over every (arm, step, metric), and where; the two frames must
     hold the same keys (an assertion names the ones only one has)."""
@@ -39,7 +50,7 @@ def worst_difference(sequential: pd.DataFrame, batched: pd.DataFrame) -> tuple[f
     assert len(only) == 0, f"{len(only)} keys in one frame only, e.g. {list(only[:5])}"
     x, y = a.to_numpy(float), b.reindex(a.index).to_numpy(float)
     both_nan = np.isnan(x) & np.isnan(y)
-    diff = np.where(both_nan, 0.0, np.abs(x - y) / np.maximum(np.abs(x), 1e-12))
+    diff = np.where(both_nan, 0.0, np.abs(x - y) / np.maximum(np.abs(x), scale_of(a)))
     if not len(diff):
         return 0.0, ()
     worst = int(np.nanargmax(diff))
@@ -63,8 +74,9 @@ def assert_same_run(scenario_id: str, config: dict, tolerance: float) -> tuple[p
     return sequential, batched
 
 
-def assert_same_figure(a, b, tolerance: float, where: str) -> None:
-    """Equal structure and text; numbers within `tolerance` relative."""
+def assert_same_figure(a, b, tolerance: float, where: str, scale: float = 0.0) -> None:
+    """Equal structure and text; numbers within `tolerance` of the larger of themselves and the largest
+    number of their array (a trace's singular values spread over 10 orders of magnitude)."""
     if isinstance(a, dict) and "bdata" in a:  # a numpy array, base64-encoded by plotly
         a, b = _array(a), _array(b)
     if isinstance(a, dict):
@@ -74,11 +86,13 @@ def assert_same_figure(a, b, tolerance: float, where: str) -> None:
     elif isinstance(a, (list, tuple, np.ndarray)):
         a, b = list(a), list(b)
         assert len(a) == len(b), f"{where}: {len(a)} vs {len(b)} items"
+        numbers = [abs(float(v)) for v in a if isinstance(v, (float, np.floating)) and not math.isnan(v)]
         for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_figure(x, y, tolerance, f"{where}[{i}]")
+            assert_same_figure(x, y, tolerance, f"{where}[{i}]", max(numbers, default=scale))
     elif isinstance(a, (float, np.floating, int, np.integer)) and not isinstance(a, bool):
         x, y = float(a), float(b)
-        assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= tolerance * max(abs(x), 1e-12), f"{where}: {x} vs {y}"
+        close = abs(x - y) <= tolerance * max(abs(x), scale, 1e-12)
+        assert (math.isnan(x) and math.isnan(y)) or close, f"{where}: {x} vs {y}"
     else:
         assert a == b, f"{where}: {a!r} vs {b!r}"
 

@@ -93,11 +93,22 @@ class LoraRankSweep(Scenario):
         "a harder task: k = 16": {"k": 16},
     }
 
-    def phases(self, config: Config):
+    def phases(self, config: Config, batched: bool = True):
+        """The full fine-tune first (its own shape: it trains W itself), then the LoRA arms: every rank
+        padded to the largest and trained as one batched model (engines/supervised/lora_arms.py), or
+        (`batched=False`, the reference the tests compare with) one peft model after another."""
+        from engines.loop.batched import arm_cost
         from engines.loop.training import log_every_for
         from engines.supervised.lora import Sweep
+        from engines.supervised.lora_arms import rank_arms
         sweep = Sweep(config.k, ranks_of(config), config.seed)  # built by the first arm; shared by all
-        targets, log_every = targets_of(config), log_every_for(config.steps)
+        targets, log_every, ranks = targets_of(config), log_every_for(config.steps), ranks_of(config)
+        if batched:
+            full = Arm(FULL, sweep.arm(None, config.alpha_rule, targets, config.steps, config.lr, log_every),
+                       sweep.items(None, config.steps))
+            return in_turn(full, Arm("LoRA ranks", rank_arms(sweep, ranks, config.alpha_rule, targets, config.steps,
+                                                            config.lr, log_every), config.steps + 2,
+                                     arm_cost(len(ranks))))
         return in_turn(*(Arm(arm_name(rank), sweep.arm(rank, config.alpha_rule, targets, config.steps, config.lr, log_every),
                              sweep.items(rank, config.steps))
                          for rank in (None, *ranks_of(config))))  # the full fine-tune first: no peft import before it
