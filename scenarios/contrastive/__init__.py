@@ -26,7 +26,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, in_turn, shown_by, together
 from scenarios.contrastive import figures as look
 from scenarios.contrastive.figures import RAW, arm_of
 from scenarios.explanation import Explanation
@@ -107,6 +108,18 @@ class Contrastive(Scenario):
         trained = [Arm(arm_of(t), train_tau_arm(TauArm(tau=t, **fields), config.steps, log_every), config.steps)
                    for t in taus]
         return in_turn(raw) + together(*trained)
+
+    def batched_bytes(self, config: Config) -> float:
+        """The τ arms as one batched encoder (32 → 64 → 64 → d, Adam) and the larger of the step's pass (two
+        views of the batch, and the N × N scores) and the probe's (2 · PROBE_SIZE held-out views)."""
+        weights = arms_memory.linear_weights(32, 64, 64, config.embedding_dim)
+        width = 64 + 64 + config.embedding_dim
+        activations = max(2 * config.batch * width + config.batch ** 2, 2 * PROBE_SIZE * width)
+        return arms_memory.batched_bytes(len(taus_of(config)), weights, 2, activations)
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"temperatures={config.temperatures}", len(taus_of(config)),
+                                   self.batched_bytes(config), machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

@@ -19,7 +19,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, in_turn, shown_by, view_field
 from scenarios.claims import DivergedAt
 from scenarios.distillation import figures as look
 from scenarios.distillation.figures import HARD, TEACHER, arm_of, percent
@@ -142,6 +143,17 @@ class Distillation(Scenario):
                                         arm_cost(len(temperatures) + 1)))
         return in_turn(teacher, *(Arm(arm, student_arm(config, t, built), config.student_steps)
                                   for arm, t in zip(arm_names(config), [None, *temperatures])))
+
+    def batched_bytes(self, config: Config) -> float:
+        """The students as one batched model: K one-layer MLPs (SGD: one momentum slot) and the test pass,
+        or the transfer set's three (objective, soft gradient, its backward), whichever is larger."""
+        weights = arms_memory.linear_weights(N_FEATURES, config.student_width, N_CLASSES)
+        rows = max(TEST_SIZE, 3 * config.transfer_size)
+        return arms_memory.batched_bytes(len(arm_names(config)), weights, 1, rows * (config.student_width + N_CLASSES))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"temperatures={config.temperatures}", len(arm_names(config)),
+                                   self.batched_bytes(config), machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

@@ -21,7 +21,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, in_turn, shown_by
 from scenarios.dpo_beta import figures as look
 from scenarios.dpo_beta.claims import explanation, finished
 from scenarios.dpo_beta.figures import LOG2, arm_of, beta_label, optimum_arm
@@ -31,6 +32,7 @@ from scenarios.records import Records
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curve
 SEQUENCE_COST = 4  # one LM step costs about four tabular steps (weights the progress bar)
+SEQUENCE_WEIGHTS = 3 * 4 * 32 + 2 * 32 + 32 * 4 + 4  # the TinyLM's: prompt, previous, position (6 rows), head
 LEVELS = ("tabular", "sequence")
 Sweep = Literal["0.05,0.1,0.5,1,5", "0.01,0.1,1,10", "0.1,1", "0.02,0.05,0.1,0.2,0.5,1,2,5"]
 
@@ -139,6 +141,19 @@ class DpoBeta(Scenario):
                 phases += in_turn(optimum, *(Arm(name, beta_arm_records(built, b), steps_of(config, level), cost)
                                              for name, b in zip(names, betas)))
         return phases
+
+    def batched_bytes(self, config: Config) -> float:
+        """The larger level's β arms as one batched model (engines/loop/arms_memory.py). Tabular: K rows of
+        logits (float64) and each pass's (K, pairs) log-probabilities; sequence: K TinyLMs (vocab 4, hidden 32,
+        5 completion tokens: 580 weights) and the pass over every pair's two sequences, 6 positions each."""
+        arms = len(betas_of(config))
+        tabular = arms_memory.batched_bytes(arms, config.responses, 2, 8 * config.pairs, value_bytes=8)
+        sequence = arms_memory.batched_bytes(arms, SEQUENCE_WEIGHTS, 2, 2 * config.pairs * 6 * (32 + 4))
+        return max(tabular if "tabular" in levels_of(config) else 0.0, sequence if "sequence" in levels_of(config) else 0.0)
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"betas={config.betas}", len(betas_of(config)), self.batched_bytes(config),
+                                   machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         betas = dict.fromkeys(float(b) for sweep in Sweep.__args__ for b in sweep.split(","))

@@ -24,7 +24,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, shown_by, together
 from scenarios.explanation import Explanation
 from scenarios.generalization import figures as look
 from scenarios.generalization.figures import BOTH, DECAY, DROPOUT, MAIN_ARMS, NONE, sweep_label
@@ -126,6 +127,16 @@ class Generalization(Scenario):
                                                  weight_decay=0.0, log_every=log_every_for(config.steps, 10), **setup),
                          config.steps + 1, cost=0.7) for n, arm in sizes.items()]
         return together(*main) + together(*sweep)
+
+    def batched_bytes(self, config: Config) -> float:
+        """The four regularization arms as one batched MLP (10 → width → width → 4, AdamW) and its largest
+        pass: the training set or the 1000 validation examples, two hidden layers and the logits."""
+        weights = arms_memory.linear_weights(10, config.width, config.width, 4)
+        return arms_memory.batched_bytes(len(MAIN_ARMS), weights, 2, max(config.n, 1000) * (2 * config.width + 4))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"width={config.width}, n={config.n}", len(MAIN_ARMS), self.batched_bytes(config),
+                                   machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         sizes = sorted({int(n) for choice in Sweep.__args__ if choice != "none" for n in choice.split(",")})

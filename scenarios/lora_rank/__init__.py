@@ -21,8 +21,9 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from engines.supervised.lora_rules import FULL, AlphaRule, arm_name, comparison_ranks, peft_snippet
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from engines.supervised.lora_rules import FULL, WIDTH, AlphaRule, arm_name, comparison_ranks, peft_snippet
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, in_turn, shown_by
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.lora_rank.figures import (LEFT, alpha, anywhere, cliff, energy, final_loss_figure, left_claim,
                                           loss_figure, params_figure, per_arm, scale_figure, singular_value_figure,
@@ -112,6 +113,16 @@ class LoraRankSweep(Scenario):
         return in_turn(*(Arm(arm_name(rank), sweep.arm(rank, config.alpha_rule, targets, config.steps, config.lr, log_every),
                              sweep.items(rank, config.steps))
                          for rank in (None, *ranks_of(config))))  # the full fine-tune first: no peft import before it
+
+    def batched_bytes(self, config: Config) -> float:
+        """The LoRA arms as one batched model, each padded to the largest rank R: A (R × 64) and B (64 × R)
+        per adapted layer (Adam), and the held-out pass (2048 inputs: per layer its output and A x)."""
+        top, layers = max(ranks_of(config)), len(targets_of(config))
+        return arms_memory.batched_bytes(len(ranks_of(config)), layers * 2 * top * WIDTH, 2, 2048 * 2 * (WIDTH + top))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"ranks={config.ranks}", len(ranks_of(config)), self.batched_bytes(config),
+                                   machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         return [FULL] + [arm_name(r) for r in ALL_RANKS]
