@@ -55,3 +55,13 @@ def test_adding_arms_changes_no_other_arms_records(scenario_id: str, field: str,
     short, long = (by_key(batched_frame(scenario_id, {**base, field: sweep})) for sweep in (few, more))
     shared = long.loc[short.index]
     assert short.equals(shared), f"{(short != shared).sum()} of {len(short)} records changed when arms were added"
+
+
+def test_every_scenario_says_how_its_arms_train() -> None:
+    """The batched scenarios say their arms train as one batched model; those whose arms differ in code
+    say why they train as separate models (the page shows `arms_note` under the mechanism)."""
+    batched = {case.values[0] if hasattr(case, "values") else case[0] for case in CASES}
+    for scenario_id in batched:
+        assert "one batched" in get_scenario(scenario_id).arms_note, scenario_id
+    for scenario_id in ("vanishing-gradients", "dead-relu", "warmup", "mixed-precision"):
+        assert "separate models" in get_scenario(scenario_id).arms_note, scenario_id

@@ -116,6 +116,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     with st.expander("The mechanism", expanded=handle is None):
         st.latex(scenario.formula)
         st.markdown(_doc(scenario))
+        if scenario.arms_note:
+            st.caption(scenario.arms_note)
     code = scenario.snippet(config) if config is not None else None
     if code:
         with st.expander("The code: what these settings are in the library"):

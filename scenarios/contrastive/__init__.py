@@ -64,6 +64,8 @@ class Contrastive(Scenario):
     id = "contrastive"
     title = "Contrastive learning and InfoNCE"
     order = 63
+    arms_note = ("The τ arms train together as one batched encoder (one per τ, stacked): each arm's records are those "
+                 "it gives trained alone, bit for bit.")
     topic = "Generalization"
     question = "What does InfoNCE's temperature do to the embeddings a contrastive encoder learns?"
     terms = {

@@ -107,6 +107,8 @@ class Distillation(Scenario):
     id = "distillation-temperature"
     title = "Temperature in distillation"
     order = 60
+    arms_note = ("The students train together as one batched model (one per T and the hard-label arm, stacked): each "
+                 "arm's records are those it gives trained alone, bit for bit. The teacher trains first, alone.")
     topic = "Fine-tuning & compression"
     question = "What does a teacher's temperature-softened output teach a small student that hard labels cannot?"
     terms = {

@@ -97,6 +97,8 @@ class DpoBeta(Scenario):
     id = "dpo-beta"
     title = "DPO β"
     order = 70
+    arms_note = ("The β arms of a level train together as one batched model (one policy per β, stacked): each arm's "
+                 "records are those it gives trained alone, bit for bit.")
     topic = "Alignment"
     question = "How does β trade reward against drift from the reference policy in DPO?"
     terms = {

@@ -62,6 +62,9 @@ class Generalization(Scenario):
     id = "generalization"
     title = "Overfitting, early stopping, dropout, weight decay"
     order = 15
+    arms_note = ("The four regularization arms train together as one batched model (per-arm dropout and decay), and "
+                 "the training-set-size sweep as one per batch size: each arm's records are those it gives trained "
+                 "alone, bit for bit.")
     topic = "Generalization"
     question = "When does fitting the training set stop helping, and what do early stopping, dropout and weight decay buy?"
     terms = {

@@ -67,6 +67,9 @@ class LoraRankSweep(Scenario):
     id = "lora-rank"
     title = "LoRA rank sweep"
     order = 40
+    arms_note = ("The LoRA arms train together as one batched model, every rank padded to the largest with a mask: "
+                 "each arm's records equal peft's arm trained alone to float32 rounding (the padding adds zeros to its "
+                 "sums). The full fine-tune trains first, alone: its shape differs.")
     topic = "Fine-tuning & compression"
     question = "How much LoRA rank does a fine-tune need, and what does extra rank buy?"
     terms = {

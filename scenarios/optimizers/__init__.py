@@ -56,6 +56,9 @@ class Optimizers(Scenario):
     id = "optimizers"
     title = "Optimizers: SGD, momentum, Adam, AdamW"
     order = 40
+    arms_note = ("Each view's optimizers of one family train together as one batched model with per-arm settings (SGD, "
+                 "momentum and Nesterov; Adam, AdamW and Adam + L2): each arm's records are those torch.optim gives it "
+                 "alone, bit for bit.")
     topic = "Optimization"
     question = "What do momentum, Adam and AdamW change about a gradient step?"
     terms = {

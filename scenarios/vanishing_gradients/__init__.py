@@ -89,6 +89,8 @@ class VanishingGradients(Scenario):
     id = "vanishing-gradients"
     title = "Vanishing gradients"
     order = 10
+    arms_note = ("The arms train side by side as separate models, not as one batched model: they differ in activation, "
+                 "init, norm or residual connections, which is code, not numbers.")
     topic = "Core mechanics"
     question = "Why do deep sigmoid networks stop learning, and what fixes it?"
     terms = {
