@@ -95,31 +95,40 @@ def dropout_means(model: StackedDropoutMLP, arm: int, x: Tensor, draws: int = 16
     return {"dropout/train_mean": float(sampled), "dropout/eval_mean": float(hidden.mean())}
 
 
-def arm_batches(tasks: Sequence[NoisyTeacherTask], seed: int) -> Iterator[Split]:
+def arm_batches(tasks: Sequence[NoisyTeacherTask], seeds: Sequence[int]) -> Iterator[Split]:
     """Each arm's own reshuffled epochs (as its sequential arm draws them), stacked: (K, batch, ...). The
     arms' training sets may differ in size, not in batch size."""
-    streams = [epochs(task.train, BATCH, torch.Generator().manual_seed(seed)) for task in tasks]
+    streams = [epochs(task.train, BATCH, torch.Generator().manual_seed(seed)) for task, seed in zip(tasks, seeds)]
     for batches in zip(*streams):
         yield torch.stack([x for x, _ in batches]), torch.stack([y for _, y in batches])
 
 
+def arm_split(tasks: Sequence[NoisyTeacherTask], name: str) -> Split | None:
+    """A split of every arm's task: the task's own tensors when the arms share one task, else stacked per arm,
+    (K, n, ...); None when the arms' sets differ in size (the training sets of the size sweep)."""
+    splits = [getattr(task, name) for task in tasks]
+    if all(task is tasks[0] for task in tasks):
+        return splits[0]
+    if any(len(x) != len(splits[0][0]) for x, _ in splits):
+        return None
+    return torch.stack([x for x, _ in splits]), torch.stack([y for _, y in splits])
+
+
 def generalization_arms(names: Sequence[str], task: NoisyTeacherTask | Sequence[NoisyTeacherTask], width: int,
                         dropouts: Sequence[float], weight_decays: Sequence[float], decoupled: bool, lr: float, steps: int,
-                        patience: int, seed: int, log_every: int = 1) -> Iterator[ArmItems | None]:
+                        patience: int, seed: int | Sequence[int], log_every: int = 1) -> Iterator[ArmItems | None]:
     """`generalization_arm` for every (dropout, weight decay) pair at once, then one record per arm at
-    step `steps`: the final and the restored (early-stopping) weights on val and test. `task` is every
-    arm's, or one per arm (the training-set-size sweep: the same held-out sets, training sets of their own)."""
+    step `steps`: the final and the restored (early-stopping) weights on val and test. `task` and `seed`
+    are every arm's, or one per arm (the training-set-size sweep; several seeds of one run)."""
     tasks = [task] * len(names) if isinstance(task, NoisyTeacherTask) else list(task)
-    held_out = all(torch.equal(t.val[0], tasks[0].val[0]) and torch.equal(t.test[0], tasks[0].test[0]) for t in tasks)
-    if not held_out:
-        raise ValueError("batched arms must share their validation and test sets")
-    task = tasks[0]
-    model = StackedDropoutMLP([DropoutMLP(width, p, seed) for p in dropouts])
+    seeds = [seed] * len(names) if isinstance(seed, int) else list(seed)
+    model = StackedDropoutMLP([DropoutMLP(width, p, s) for p, s in zip(dropouts, seeds)])
     params = list(model.parameters())
     optimizer = StackedAdam(params, len(names), lr, weight_decay=weight_decays if decoupled else 0.0, decoupled=True)
     l2 = torch.tensor([0.0 if decoupled else 0.5 * wd for wd in weight_decays])  # ½λ per arm, as a float32 scalar
     stoppings = [EarlyStopping(patience) for _ in names]
     views = [ArmWeights(model, k) for k in range(len(names))]
+    train, val, test = (arm_split(tasks, name) for name in ("train", "val", "test"))
 
     def objective(batch: Split, logging: bool) -> Tensor:
         x, y = batch
@@ -129,36 +138,38 @@ def generalization_arms(names: Sequence[str], task: NoisyTeacherTask | Sequence[
         return loss + l2 * sum(w.square().sum((1, 2)) for w in model.weights())
 
     def measure(step: int, alive: Tensor) -> dict:
-        train = evaluate_arms(model, task.train, "train") if shared else train_scores(model, tasks)
-        values = {**train, **evaluate_arms(model, task.val, "val")}
+        scores = evaluate_arms(model, train, "train") if train is not None else train_scores(model, tasks)
+        values = {**scores, **evaluate_arms(model, val, "val")}
         model.train()
         values["gap"] = values["val_loss"] - values["train_loss"]
         for k, val_loss in enumerate(values["val_loss"].tolist()):
             if alive[k]:
                 stoppings[k].update(step, val_loss, views[k])
         if step == 0:
-            means = [dropout_means(model, k, task.val[0]) if p > 0 and alive[k] else {} for k, p in enumerate(model.p)]
+            means = [dropout_means(model, k, tasks[k].val[0]) if p > 0 and alive[k] else {}
+                     for k, p in enumerate(model.p)]
             for name in ("dropout/train_mean", "dropout/eval_mean"):
                 values[name] = [m.get(name) for m in means]
         return values
 
-    shared = all(t is task for t in tasks)
-    batches = epochs(task.train, BATCH, torch.Generator().manual_seed(seed + 1)) if shared else arm_batches(tasks, seed + 1)
+    shared = all(t is tasks[0] for t in tasks) and len(set(seeds)) == 1
+    batches = (epochs(tasks[0].train, BATCH, torch.Generator().manual_seed(seeds[0] + 1)) if shared
+               else arm_batches(tasks, [s + 1 for s in seeds]))
     alive = set(names)
     for items in train_arms(names, params, optimizer, batches, objective, steps, log_every=log_every, on_log=measure):
         alive -= {name for name, item in items or [] if not isinstance(item, StepRecord)}
         yield items
     if alive:
-        yield [(name, StepRecord(steps, metrics)) for name, metrics in zip(names, final_metrics(model, task, stoppings))
-               if name in alive]
+        yield [(name, StepRecord(steps, metrics)) for name, metrics in
+               zip(names, final_metrics(model, {"val": val, "test": test}, stoppings)) if name in alive]
 
 
 @torch.no_grad()
-def final_metrics(model: StackedDropoutMLP, task: NoisyTeacherTask, stoppings: list[EarlyStopping]) -> list[dict]:
+def final_metrics(model: StackedDropoutMLP, held_out: dict[str, Split], stoppings: list[EarlyStopping]) -> list[dict]:
     """Per arm: `final/*` and, with each arm's early-stopping weights loaded, `restored/*`, and the stopping steps."""
     def scores(prefix: str) -> list[dict[str, float]]:
-        values = {f"{prefix}/{k}": v.tolist() for split in ("val", "test")
-                  for k, v in evaluate_arms(model, getattr(task, split), split).items()}
+        values = {f"{prefix}/{k}": v.tolist() for split, data in held_out.items()
+                  for k, v in evaluate_arms(model, data, split).items()}
         return [{name: column[k] for name, column in values.items()} for k in range(len(stoppings))]
     final = scores("final")
     state = model.state_dict()
