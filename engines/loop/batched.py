@@ -58,19 +58,20 @@ def train_arms(names: Sequence[str], params: Sequence[Tensor], optimizer: torch.
     `Diverged` for an arm that dies) or `None`, and returns once the steps are done or every
     arm has diverged. `on_log(step, alive)` runs after the backward pass and before the step."""
     names = list(names)
-    alive = torch.ones(len(names), dtype=torch.bool)
+    alive = [True] * len(names)
     windowed: list[dict[str, Tensor]] = []
     for step in range(steps):
         logging = step % log_every == 0 or step == steps - 1
         losses, values = _split(objective(next(batches), logging or window))
         optimizer.zero_grad(set_to_none=True)
-        torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+        # Σ_k L_k: each arm's gradient is its own (∂/∂θ_k of the sum is ∂L_k/∂θ_k); a dead arm's loss leaves it
+        (losses.sum() if all(alive) else torch.where(torch.tensor(alive), losses, torch.zeros_like(losses)).sum()).backward()
         items: ArmItems = []
         for k, value in enumerate(losses.tolist()):  # one sync a step: the divergence check
             if alive[k] and not math.isfinite(value):
                 items.append((names[k], divergence(step, {"loss": value})))
                 alive[k] = False
-        if not alive.any():
+        if not any(alive):
             yield items
             return
         if window:
@@ -85,7 +86,7 @@ def train_arms(names: Sequence[str], params: Sequence[Tensor], optimizer: torch.
         if probe is not None:
             per_layer["grad_norm"] = probe.grad_norms()
             probe.snapshot()
-        hooked = dict(on_log(step, alive.clone())) if on_log is not None else {}
+        hooked = dict(on_log(step, torch.tensor(alive))) if on_log is not None else {}
         _step(optimizer, params, alive)
         if probe is not None:
             per_layer["update_ratio"] = probe.update_ratios()
@@ -99,7 +100,7 @@ def train_arms(names: Sequence[str], params: Sequence[Tensor], optimizer: torch.
             if diverged is not None:
                 alive[k] = False
         yield items
-        if not alive.any():
+        if not any(alive):
             return
 
 
@@ -108,13 +109,13 @@ def _split(outcome) -> tuple[Tensor, Mapping[str, ArmValue]]:
 
 
 @torch.no_grad()
-def _step(optimizer: torch.optim.Optimizer, params: Sequence[Tensor], alive: Tensor) -> None:
+def _step(optimizer: torch.optim.Optimizer, params: Sequence[Tensor], alive: list[bool]) -> None:
     """The optimizer's step with every diverged arm masked out: its gradients zeroed before (no NaN
     reaches the optimizer's state), its weights zeroed after (it computes harmless numbers from then on)."""
-    dead = ~alive
-    if not bool(dead.any()):
+    if all(alive):
         optimizer.step()
         return
+    dead = ~torch.tensor(alive)
     for p in params:
         if p.grad is not None:
             p.grad[dead] = 0.0

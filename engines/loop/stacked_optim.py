@@ -32,8 +32,17 @@ def per_arm(values: Numbers, arms: int) -> list[float]:
 
 
 def _shaped(values: list[float], like: Tensor) -> Tensor:
-    """(K,) numbers as a tensor that broadcasts over `like` (K, ...), in its dtype (rounded as torch rounds a scalar)."""
-    return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *[1] * (like.dim() - 1))
+    """(K,) numbers as a tensor that broadcasts over `like` (K, ...), in its dtype (rounded as torch rounds a
+    scalar). Kept per values, dtype and rank: the same few are asked for at every step."""
+    key = (tuple(values), like.dtype, like.device, like.dim())
+    if key not in _SHAPED:
+        if len(_SHAPED) > 4096:  # Adam's step sizes change every step: do not keep them all
+            _SHAPED.clear()
+        _SHAPED[key] = torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *[1] * (like.dim() - 1))
+    return _SHAPED[key]
+
+
+_SHAPED: dict[tuple, Tensor] = {}
 
 
 class _Stacked(torch.optim.Optimizer):
