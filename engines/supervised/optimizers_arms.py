@@ -68,13 +68,24 @@ def surface_arms(names: Sequence[str], kinds: Sequence[Kind], surface: Surface, 
                           on_log=where)
 
 
+def seeded_batches(seeds: Sequence[int]) -> Iterator[tuple[Tensor, Tensor]]:
+    """Each arm's batches from its seed's task, as its `mlp_arm` draws them: one stream per seed (arms of one
+    seed read the same batch), stacked per arm (K, batch, ...); one seed's batches as they are."""
+    tasks = {seed: TeacherTask(N_FEATURES, N_CLASSES, seed=seed + 1) for seed in dict.fromkeys(seeds)}
+    if len(tasks) == 1:
+        yield from next(iter(tasks.values())).batches(BATCH)
+    while True:
+        drawn = {seed: task.batch(BATCH) for seed, task in tasks.items()}
+        yield torch.stack([drawn[s][0] for s in seeds]), torch.stack([drawn[s][1] for s in seeds])
+
+
 def mlp_arms(names: Sequence[str], kinds: Sequence[Kind], lr: float, momentum: float, weight_decay: float, steps: int,
-             seed: int) -> Iterator[ArmItems | None]:
-    """`mlp_arm` for one family's arms at once: the same initial weights and batches, each layer's
-    `grad_norm` and `update_ratio` per arm."""
-    nets = [DeepMLP(N_FEATURES, WIDTH, DEPTH, N_CLASSES, activation="relu", init="he", seed=seed) for _ in names]
+             seed: int | Sequence[int]) -> Iterator[ArmItems | None]:
+    """`mlp_arm` for one family's arms at once: each arm's initial weights and batches from its seed (one
+    for all, or one per arm), each layer's `grad_norm` and `update_ratio` per arm."""
+    seeds = [seed] * len(names) if isinstance(seed, int) else list(seed)
+    nets = [DeepMLP(N_FEATURES, WIDTH, DEPTH, N_CLASSES, activation="relu", init="he", seed=s) for s in seeds]
     model = StackedMLP([[*net.linears, net.head] for net in nets])
-    task = TeacherTask(N_FEATURES, N_CLASSES, seed=seed + 1)
     params = list(model.parameters())
     optimizer = stacked_optimizer(kinds, params, lr, momentum, weight_decay)
     probe = ArmProbe([*(linear.weight for linear in model.linears), model.head.weight])
@@ -84,7 +95,7 @@ def mlp_arms(names: Sequence[str], kinds: Sequence[Kind], lr: float, momentum: f
         logits = model(x)  # (K, batch, classes)
         loss = arm_cross_entropy(logits, y, exact_value=logging)
         return (loss, {"accuracy": arm_accuracy(logits.detach(), y)}) if logging else loss
-    yield from train_arms(names, params, optimizer, task.batches(BATCH), objective, steps, probe=probe,
+    yield from train_arms(names, params, optimizer, seeded_batches(seeds), objective, steps, probe=probe,
                           log_every=log_every_for(steps))
 
 

@@ -30,6 +30,7 @@ from scenarios.optimizers import figures as look
 from scenarios.optimizers.figures import IDLE_ARMS, NET_ARMS, OPTIMIZERS, SURFACE_ARMS, optimizer_of
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named, seed_arm
 
 LOG = {"scale": "log"}
 
@@ -50,6 +51,12 @@ class Config(ScenarioConfig):
     net_lr: float = Field(0.05, ge=1e-3, le=1.0, json_schema_extra=LOG, description="SGD family's rate on the MLP.")
     net_adam_lr: float = Field(3e-3, ge=1e-4, le=0.1, json_schema_extra=LOG, description="Adam and AdamW on the MLP.")
     net_steps: int = Field(200, ge=10, le=2000, description="MLP steps (batches of 64 fresh samples, 4 classes).")
+
+
+def each_seed(items, seeds: list[int]):
+    """Records no seed changes, under every seed's arm names (the arms' own names for a single seed)."""
+    for item in items:
+        yield item if item is None or len(seeds) == 1 else [(seed_arm(name, s), record) for s in seeds for name, record in item]
 
 
 class Optimizers(Scenario):
@@ -102,7 +109,7 @@ class Optimizers(Scenario):
         from engines.supervised.optimizers import idle_weight_arm, mlp_arm, surface_arm
         log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
         if batched:
-            return self.batched_phases(config, log_every)
+            return self.seed_phases(config, [config.seed])
         surface = [Arm(label, surface_arm(kind, config.surface, config.kappa, config.adam_lr if "adam" in kind else
                                           config.lr, config.momentum, config.weight_decay, config.steps, log_every),
                        config.steps, cost=0.3) for label, kind in SURFACE_ARMS.items()]
@@ -114,24 +121,31 @@ class Optimizers(Scenario):
                for label, kind in NET_ARMS.items()]
         return together(*surface, *idle) + together(*net)
 
-    def batched_phases(self, config: Config, log_every: int):
+    batches_seeds = True  # repeat over seeds: every seed's MLP arms in the same batched models
+
+    def seed_phases(self, config: Config, seeds: list[int]):
+        """The batched phases for every seed at once. The surface and the untouched weight do not depend on
+        the seed: trained once, reported for each seed. The MLP's arms of one family and every seed are one model."""
         from engines.loop.batched import arm_cost
         from engines.loop.training import log_every_for
         from engines.supervised.optimizers_arms import families, idle_weight_arms, mlp_arms, surface_arms
+        log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
 
-        def groups(arms: dict[str, str], make, steps: int, cost: float) -> list[Arm]:
+        def groups(arms: dict[str, str], make, steps: int, cost: float, per_seed: bool) -> list[Arm]:
             names, kinds = list(arms), list(arms.values())
             return [Arm(" / ".join(names[i] for i in group), make([names[i] for i in group], [kinds[i] for i in group]),
-                        steps, cost * arm_cost(len(group))) for group in families(kinds)]
+                        steps, cost * arm_cost(len(group) * (len(seeds) if per_seed else 1))) for group in families(kinds)]
         lr_of = lambda kinds: config.adam_lr if "adam" in kinds[0] else config.lr  # noqa: E731  (one family: one rate)
-        surface = groups(SURFACE_ARMS, lambda names, kinds: surface_arms(
+        surface = groups(SURFACE_ARMS, lambda names, kinds: each_seed(surface_arms(
             names, kinds, config.surface, config.kappa, lr_of(kinds), config.momentum, config.weight_decay, config.steps,
-            log_every), config.steps, 0.3)
-        idle = groups(IDLE_ARMS, lambda names, kinds: idle_weight_arms(
-            names, kinds, config.adam_lr, config.weight_decay, config.steps, log_every_for(config.steps)), config.steps, 0.2)
+            log_every), seeds), config.steps, 0.3, False)
+        idle = groups(IDLE_ARMS, lambda names, kinds: each_seed(idle_weight_arms(
+            names, kinds, config.adam_lr, config.weight_decay, config.steps, log_every_for(config.steps)), seeds),
+            config.steps, 0.2, False)
         net = groups(NET_ARMS, lambda names, kinds: mlp_arms(
-            names, kinds, config.net_adam_lr if "adam" in kinds[0] else config.net_lr, config.momentum,
-            config.weight_decay, config.net_steps, config.seed), config.net_steps, 1.0)
+            named(names, seeds), kinds * len(seeds), config.net_adam_lr if "adam" in kinds[0] else config.net_lr,
+            config.momentum, config.weight_decay, config.net_steps, [s for s in seeds for _ in names]),
+            config.net_steps, 1.0, True)
         return together(*surface, *idle) + together(*net)
 
     def arm_universe(self) -> list[str]:
