@@ -17,6 +17,7 @@ from scenarios.seeded import arm_and_seed, seed_arm, split
 TINY_SEEDS = {
     "generalization": {"n": 50, "width": 8, "steps": 12, "patience": 5, "sweep": "100,1000", "dropout": 0.3},
     "optimizers": {"steps": 12, "net_steps": 10, "lr": 0.025},
+    "contrastive": {"temperatures": "0.02,1", "batch": 16, "steps": 10},
 }
 
 
