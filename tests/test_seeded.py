@@ -18,6 +18,7 @@ TINY_SEEDS = {
     "generalization": {"n": 50, "width": 8, "steps": 12, "patience": 5, "sweep": "100,1000", "dropout": 0.3},
     "optimizers": {"steps": 12, "net_steps": 10, "lr": 0.025},
     "contrastive": {"temperatures": "0.02,1", "batch": 16, "steps": 10},
+    "dpo-beta": {"betas": "0.1,1", "labels": "hard", "tabular_steps": 20, "sequence_steps": 5, "pairs": 64},
 }
 
 

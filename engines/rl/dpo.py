@@ -176,9 +176,13 @@ class Level:
     ref_logps: torch.Tensor
     rewards: torch.Tensor
     arm: Callable[[float, Mapping[str, float]], Iterator[StepRecord | Diverged | None]]  # (β, first) -> records
-    arms: Callable[[list[str], list[float], list[Mapping[str, float]]], Iterator]  # (names, βs, firsts): batched
     steps: int
     true_margin: float  # mean r(y_w) − r(y_l) over the pairs: where soft-label margins settle, at any β
+    data: TabularTask | SequenceSetup  # what the batched arms (engines/rl/dpo_arms.py) train on, beside
+    prefs: Preferences                 # the pairs,
+    lr: float
+    log_every: int
+    batch_seed: int = 0                # and the seed of the minibatch stream (the sequence level's)
 
     def optimum(self, beta: float) -> dict[str, float]:
         """π*'s KL and reward at this β (and, for one prompt, its probabilities): where the arm should land."""
@@ -193,7 +197,8 @@ class Level:
 
     def arm_records(self, names: list[str], betas: list[float]) -> Iterator:
         """Every β arm as one batched model (engines/rl/dpo_arms.py): per step, each arm's record by name."""
-        return self.arms(names, betas, [self.optimum(beta) for beta in betas])
+        from engines.rl.dpo_arms import level_arms  # it builds on this module
+        return level_arms([self] * len(betas), names, betas)
 
     def optimum_records(self, betas: list[float]) -> Iterator[StepRecord]:
         """The task (π_ref's reward, the pairs' true gap; for one prompt, each response's π_ref and r)
@@ -212,20 +217,15 @@ def tabular_level(responses: int, labels: Labels, noise: float, pairs: int, step
                   seed: int) -> Level:
     task = TabularTask.make(responses, seed)
     prefs = task.preferences(labels, noise, pairs, seed + 1)
-    def arms(names: list[str], betas: list[float], firsts: list[Mapping[str, float]]) -> Iterator:
-        from engines.rl.dpo_arms import tabular_arms  # it builds on this module
-        return tabular_arms(names, task, prefs, betas, steps, lr, log_every, firsts)
     return Level(task.ref_logps, task.rewards,
-                 lambda beta, first: tabular_arm(task, prefs, beta, steps, lr, log_every, first), arms, steps,
-                 float((task.rewards[prefs.chosen] - task.rewards[prefs.rejected]).mean()))
+                 lambda beta, first: tabular_arm(task, prefs, beta, steps, lr, log_every, first), steps,
+                 float((task.rewards[prefs.chosen] - task.rewards[prefs.rejected]).mean()), task, prefs, lr, log_every)
 
 
 def sequence_level(labels: Labels, noise: float, pairs: int, steps: int, lr: float, log_every: int, seed: int) -> Level:
     setup = SequenceSetup.make(seed)
     prefs = setup.task.preferences(setup.ref_logps, setup.rewards, labels, noise, pairs, seed + 1)
-    def arms(names: list[str], betas: list[float], firsts: list[Mapping[str, float]]) -> Iterator:
-        from engines.rl.dpo_arms import sequence_arms  # it builds on this module
-        return sequence_arms(names, setup, prefs, betas, steps, lr, log_every, seed=seed + 2, firsts=firsts)
     return Level(setup.table(setup.ref_logps), setup.table(setup.rewards),
                  lambda beta, first: sequence_arm(setup, prefs, beta, steps, lr, log_every, seed=seed + 2, first=first),
-                 arms, steps, float((setup.rewards[prefs.chosen] - setup.rewards[prefs.rejected]).mean()))
+                 steps, float((setup.rewards[prefs.chosen] - setup.rewards[prefs.rejected]).mean()), setup, prefs, lr,
+                 log_every, seed + 2)

@@ -29,6 +29,7 @@ from scenarios.dpo_beta.figures import LOG2, arm_of, beta_label, optimum_arm
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curve
 SEQUENCE_COST = 4  # one LM step costs about four tabular steps (weights the progress bar)
@@ -87,10 +88,17 @@ def beta_arm_records(built: dict, beta: float):
     yield from built["level"].records(beta)
 
 
-def beta_arms_records(built: dict, names: list[str], betas: list[float]):
-    """Every β arm of the level as one batched model (engines/rl/dpo_arms.py): the records of each
-    equal its sequential arm's; one step of all costs about one arm's."""
-    yield from built["level"].arm_records(names, betas)
+def beta_arms_records(builts: list[dict], names: list[str], betas: list[float]):
+    """Every β arm of the level, of every seed, as one batched model (engines/rl/dpo_arms.py): the records of
+    each equal its sequential arm's; one step of all costs about one arm's."""
+    from engines.rl.dpo_arms import level_arms
+    yield from level_arms([built["level"] for built in builts for _ in betas], names, betas * len(builts))
+
+
+def named_records(name: str, records):
+    """Records reported under `name` (a seed's π* arm inside a run of several seeds)."""
+    for record in records:
+        yield name, record
 
 
 class DpoBeta(Scenario):
@@ -99,6 +107,7 @@ class DpoBeta(Scenario):
     order = 70
     arms_note = ("The β arms of a level train together as one batched model (one policy per β, stacked): each arm's "
                  "records are those it gives trained alone, bit for bit.")
+    batches_seeds = True  # repeat over seeds: every seed's β arms in the same batched policy
     topic = "Alignment"
     question = "How does β trade reward against drift from the reference policy in DPO?"
     terms = {
@@ -128,20 +137,30 @@ class DpoBeta(Scenario):
     def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
         """Per level, π* first (it builds the level), then the β arms: trained together as one batched
         model, or (`batched=False`, the reference the tests compare with) one after another."""
-        from engines.loop.batched import arm_cost
+        if batched:
+            return self.seed_phases(config, [config.seed])
         phases = []
         for level in levels_of(config):
             built: dict = {}
-            cost, betas = (1 if level == "tabular" else SEQUENCE_COST), betas_of(config)
             optimum = Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
                           cost=0.1, needed=True)
-            names = [arm_of(level, b) for b in betas]
-            if batched:
-                phases += in_turn(optimum, Arm(f"{level} β arms", beta_arms_records(built, names, betas),
-                                               steps_of(config, level), cost * arm_cost(len(betas))))
-            else:
-                phases += in_turn(optimum, *(Arm(name, beta_arm_records(built, b), steps_of(config, level), cost)
-                                             for name, b in zip(names, betas)))
+            phases += in_turn(optimum, *(Arm(arm_of(level, b), beta_arm_records(built, b), steps_of(config, level),
+                                             1 if level == "tabular" else SEQUENCE_COST) for b in betas_of(config)))
+        return phases
+
+    def seed_phases(self, config: Config, seeds: list[int]) -> list[list[Arm]]:
+        """Per level, every seed's π* (each builds its seed's level), then the β arms of every seed as one model."""
+        from engines.loop.batched import arm_cost
+        phases = []
+        for level in levels_of(config):
+            builts: list[dict] = [{} for _ in seeds]
+            cost, betas = (1 if level == "tabular" else SEQUENCE_COST), betas_of(config)
+            optima = [Arm(name, named_records(name, optimum_arm_records(config.model_copy(update={"seed": seed}), level,
+                                                                        built)), len(FRONTIER_BETAS), cost=0.1, needed=True)
+                      for name, seed, built in zip(named([optimum_arm(level)], seeds), seeds, builts)]
+            names = named([arm_of(level, b) for b in betas], seeds)
+            phases += in_turn(*optima, Arm(f"{level} β arms", beta_arms_records(builts, names, betas),
+                                           steps_of(config, level), cost * arm_cost(len(names))))
         return phases
 
     def batched_bytes(self, config: Config) -> float:
