@@ -9,7 +9,9 @@ Three tables, on this machine, one intra-op thread (as a worker trains):
    machine: ≤ 1.5× at K = 4 and ≤ 2.5× at K = 8;
 2. each batched scenario's default run, sequential arms (`phases(config, batched=False)`)
    against batched;
-3. one step of a tiny MLP for K arms: K sequential steps, `torch.func.vmap` over
+3. repeat over seeds, 5 seeds of the default config: as 5 separate runs, and as one run with
+   every seed's arms in the same batched models (`Scenario.run_seeds`), against one run;
+4. one step of a tiny MLP for K arms: K sequential steps, `torch.func.vmap` over
    `functional_call` of stacked weights, and `StackedMLP`'s batched matmuls.
 
 Times are CPU seconds of this process (`time.process_time`, the best of `--repeat`): the
@@ -33,6 +35,7 @@ from scenarios import get_scenario  # noqa: E402
 from scenarios.base import Run  # noqa: E402
 
 KS = (1, 2, 4, 8)
+SEEDS = [0, 1, 2, 3, 4]
 STEPS = 50  # steps timed per measurement of table 3
 
 
@@ -231,6 +234,16 @@ def main() -> None:
         after = cpu_seconds(lambda: scenario.run({}), args.repeat)
         rows.append((scenario_id, f"{before:.2f}", f"{after:.2f}", f"{before / after:.1f}"))
     table(("scenario, default run", "sequential arms (s)", "batched arms (s)", "speed-up (×)"), rows)
+    rows = []
+    for scenario_id in SCENARIOS:
+        scenario = get_scenario(scenario_id)
+        if not scenario.batches_seeds or (args.only and scenario_id not in args.only):
+            continue
+        one = cpu_seconds(lambda: scenario.run({}), args.repeat)
+        apart = cpu_seconds(lambda: [scenario.run({"seed": seed}) for seed in SEEDS], 1)
+        together = cpu_seconds(lambda: scenario.run_seeds({}, SEEDS), args.repeat)
+        rows.append((scenario_id, f"{one:.2f}", f"{apart:.2f}", f"{together:.2f}", f"{together / one:.2f}"))
+    table(("scenario, 5 seeds", "one run (s)", "5 separate runs (s)", "5 seeds as one run (s)", "one run's (×)"), rows)
     if not args.only:
         per_step_ms = 1000 / STEPS
         rows = [(k, *(f"{seconds * per_step_ms:.2f}" for seconds in costs)) for k, *costs in step_costs(args.repeat)]
