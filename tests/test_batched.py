@@ -179,3 +179,47 @@ def test_one_arm_batched_is_the_solo_run(arms: int) -> None:
     records = mlp_arms(lrs)
     differing = [lr for lr in lrs if records[f"lr={lr:g}"] != solo_arm(lr)]
     assert not differing, f"arms whose records differ from their solo runs: {differing}"
+
+
+def test_a_padded_lora_arm_equals_peft_unpadded_and_its_padding_stays_zero() -> None:
+    """Ranks 1, 2, 8 padded to 8 beside peft's own adapters: outputs and gradients equal to float32 rounding
+    (1e-6 of their scale), the padded rows of A and columns of B get gradient exactly 0 and stay exactly 0."""
+    from engines.supervised.lora import BATCH, Sweep, add_lora, lora_layer
+    from engines.supervised.lora_arms import PaddedLoRA, arm_mse
+    ranks, targets = [1, 2, 8], ("fc1", "fc2")
+    sweep = Sweep(4, tuple(ranks), 0)
+    x, y = sweep.task.batch(BATCH)
+    model = PaddedLoRA(sweep.base, ranks, "alpha = 2r", targets, ranks)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # B away from 0, so every gradient is generic
+        for k, rank in enumerate(ranks):
+            for t in targets:
+                model.lora_B[t][k, :, :rank] = 0.1 * torch.randn(64, rank, generator=generator)
+    outputs = model(x)
+    arm_mse(outputs, y).sum().backward()
+    for k, rank in enumerate(ranks):
+        peft_model = add_lora(sweep.base, rank, "alpha = 2r", targets, seed=rank)
+        with torch.no_grad():
+            for t in targets:
+                lora_layer(peft_model, t).lora_B["default"].weight.copy_(model.lora_B[t][k, :, :rank])
+        expected = peft_model(x)
+        F.mse_loss(expected, y).backward()
+        scale = expected.abs().max()
+        assert (outputs[k] - expected).abs().max() <= 1e-6 * scale, f"r={rank}: outputs differ"
+        for t in targets:
+            layer = lora_layer(peft_model, t)
+            for padded, own in ((model.lora_A[t].grad[k, :rank], layer.lora_A["default"].weight.grad),
+                                (model.lora_B[t].grad[k, :, :rank], layer.lora_B["default"].weight.grad)):
+                error = ((padded - own).abs().max() / own.abs().max()).item()
+                assert error < 1e-5, f"r={rank} {t}: gradient differs by {error:.1e} of its scale"
+            assert not model.lora_A[t].grad[k, rank:].any() and not model.lora_B[t].grad[k, :, rank:].any(), \
+                f"r={rank} {t}: the padding has a gradient"
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    for _ in range(5):
+        optimizer.zero_grad()
+        arm_mse(model(x), y).sum().backward()
+        optimizer.step()
+    for k, rank in enumerate(ranks):
+        for t in targets:
+            assert not model.lora_A[t][k, rank:].any() and not model.lora_B[t][k, :, rank:].any(), \
+                f"r={rank} {t}: the padding moved"

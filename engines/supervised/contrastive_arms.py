@@ -5,11 +5,12 @@ the batches of view pairs, the probe sets and Adam's settings; only τ differs. 
 encoders are one `StackedMLP`, τ is a (K, 1, 1) tensor, one Adam (elementwise) steps them all,
 and `engines.loop.batched.train_arms` runs them. The batch's geometry, the probe and the PCA are
 measured per arm on logged steps by the very functions the sequential arm calls, so each arm's
-records equal `train_tau_arm`'s for it alone (tests/test_contrastive_arms.py).
+records equal `train_tau_arm`'s for it alone (tests/test_batched_scenarios.py). Several seeds of one run
+are more arms: each with its seed's encoder init, pairs and probe sets (tests/test_seeded.py).
 """
 import math
-from dataclasses import replace
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F

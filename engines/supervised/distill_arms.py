@@ -6,7 +6,7 @@ transfer set, the optimizer (SGD, momentum 0.9, one learning rate) and α; they 
 per-arm tensor: arm k minimises a_k·soft_k + b_k·hard_k, with (a, b) = (α, 1 − α) for a T arm
 and (0, 1) for the hard-label arm, whose loss is then its cross-entropy exactly (0·soft adds
 an exact 0, to the value and to the gradient). Each arm's records equal `train_student`'s for
-it alone (tests/test_distillation_arms.py).
+it alone (tests/test_batched_scenarios.py).
 """
 import itertools
 from collections.abc import Iterator, Sequence

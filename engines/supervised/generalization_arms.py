@@ -7,7 +7,7 @@ k's p ← p·(1 − lr·λ_k), 1 for an arm without decay), or per-arm L2 coeffi
 (an arm with λ = 0 adds an exact 0), and per-arm dropout masks, each drawn from the arm's own
 generator in the shapes and order its sequential model draws them (an arm with p = 0 draws
 nothing and multiplies by 1). Early stopping keeps each arm's own best weights. Each arm's
-records equal `generalization_arm`'s for it alone (tests/test_generalization_arms.py).
+records equal `generalization_arm`'s for it alone (tests/test_batched_scenarios.py; several seeds: tests/test_seeded.py).
 """
 from collections.abc import Iterator, Sequence
 

@@ -7,7 +7,7 @@ largest rank, and a mask (K, R) zeroes the rest in the forward pass. The padding
 the padded rows of A x are 0, so B's padded columns get the gradient gᵀ·0 = 0, and A's padded
 rows get Bᵀg with B's padded columns 0, so 0 too; Adam keeps a weight whose gradient was always
 0 at 0. Arm k then computes peft's forward, W₀x + b + B(A x)·s_k, with R − r_k zero terms added
-to each sum: equal to the unpadded arm to float32 rounding (tests/test_lora_arms.py compares
+to each sum: equal to the unpadded arm to float32 rounding (tests/test_batched_scenarios.py compares
 each arm with peft's on its own). peft itself is not imported: it costs ~4 s, and the per-arm
 A init below is what `lora.add_lora` draws.
 """

@@ -6,7 +6,7 @@ decay, decoupled decay or L2. So each family's arms are one model whose weights 
 (a point (K, 2) on the surface, a `StackedMLP`, a weight (K, 1)) and one stacked optimizer
 (engines/loop/stacked_optim.py) with each arm's settings as per-arm numbers: bit for bit
 `build_optimizer(kind)` per arm. Each arm's records equal `surface_arm` / `mlp_arm` /
-`idle_weight_arm`'s for it alone (tests/test_optimizers_arms.py).
+`idle_weight_arm`'s for it alone (tests/test_batched_scenarios.py; several seeds: tests/test_seeded.py).
 """
 import itertools
 from collections.abc import Iterator, Sequence
