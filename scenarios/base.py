@@ -129,6 +129,8 @@ class Scenario:
         if cls.__doc__ is None and isinstance(getattr(cls, "question", None), str):
             module = sys.modules.get(cls.__module__)
             cls.__doc__ = "\n\n".join(filter(None, (cls.question, getattr(module, "__doc__", None))))
+    arms_note: ClassVar[str] = ""             # how the arms train: as one batched model, or one model each and why
+    batches_seeds: ClassVar[bool] = False     # `seed_phases` trains several seeds as one run (scenarios/seeded.py)
 
     # --- to implement -------------------------------------------------------------
     def phases(self, config: ScenarioConfig) -> list[list[Arm]]:
@@ -137,6 +139,11 @@ class Scenario:
 
     def execute(self, config: ScenarioConfig, run: Run) -> None:
         run.drive(self.phases(config))
+
+    def seed_phases(self, config: ScenarioConfig, seeds: list[int]) -> list[list[Arm]]:
+        """With `batches_seeds`: the phases of the runs of `config` at each of `seeds`, as one run whose
+        records of arm `a` for seed `s` are named `scenarios.seeded.seed_arm(a, s)`."""
+        raise NotImplementedError
 
     def figures(self, frame: pd.DataFrame, config: ScenarioConfig) -> dict:
         """name -> plotly Figure, drawn from a (possibly partial) frame."""
@@ -228,6 +235,26 @@ class Scenario:
         status = "stopped" if run.stopped else ("diverged" if any(e.kind == "diverged" for e in run.events) else "finished")
         summary["status"] = status
         return RunResult(frame, summary, run.events, status, time.perf_counter() - started)
+
+    def run_seeds(self, config: ScenarioConfig | Mapping[str, Any] | None, seeds: list[int],
+                  sink: Sink | None = None) -> list[RunResult]:
+        """The runs of `config` at each of `seeds`, as `run` gives them one by one: in one run when the
+        scenario `batches_seeds` (its seeds as more arms of its batched models), else one after another."""
+        from scenarios.seeded import split
+        config = self.validate(config)
+        configs = [config.model_copy(update={"seed": seed}) for seed in seeds]
+        if not self.batches_seeds or len(seeds) == 1:
+            return [self.run(one, sink) for one in configs]
+        run, started = Run(sink), time.perf_counter()
+        run.drive(self.seed_phases(config, list(seeds)))
+        duration = time.perf_counter() - started
+        results = []
+        for one, (frame, events) in zip(configs, split(run.frame(), run.events, list(seeds)).values()):
+            summary = self.summarize(frame, one)
+            status = "stopped" if run.stopped else ("diverged" if any(e.kind == "diverged" for e in events) else "finished")
+            summary["status"] = status
+            results.append(RunResult(frame, summary, events, status, duration))
+        return results
 
     def code_version(self) -> str:
         """Hash of the code a result depends on: its folder, the shared contract, the engines it reaches."""

@@ -7,7 +7,9 @@ every step of every arm, and progress is computed here, once, from each arm's `s
 and `cost`: the work done over the work done and left (an arm that diverges early leaves
 less). A diverged arm ends with an event and a `diverged` row; a diverged `needed` arm (a
 teacher, the float model) ends the run. A `Note` item tells the sink what the run
-waits for ("starting 3 rank processes") without recording anything.
+waits for ("starting 3 rank processes") without recording anything. One batched step of K
+arms (`engines.loop.batched.train_arms`) is one item too: a list of `(arm_name, record)`, each
+reported under its own name as it comes; a diverged one ends that arm alone.
 """
 import time
 from collections.abc import Iterator, Mapping
@@ -40,7 +42,8 @@ class Sink(Protocol):
     def stop_requested(self) -> bool: ...
 
 
-Item = StepRecord | Diverged | Note | None | tuple[str, StepRecord | Diverged]
+Named = tuple[str, StepRecord | Diverged]
+Item = StepRecord | Diverged | Note | None | Named | list[Named]
 
 
 @dataclass
@@ -50,7 +53,8 @@ class Arm:
     `steps` is how many items it will yield (`Note`s aside) and `cost` the relative time of one, for
     progress. A `needed` arm's result is used by later phases (a teacher, the float model):
     if it diverges the run ends there. An item may be `(arm_name, record)` to report under
-    another name (one process group streaming several strategies)."""
+    another name (one process group streaming several strategies), or a list of them: one step
+    of a batched group of arms, every arm's record at once (`steps` counts such steps)."""
 
     name: str
     records: Iterator[Item]
@@ -156,6 +160,10 @@ class Run:
 
     def _take(self, arm: Arm, item: Item) -> bool:
         """Report one item; True when it ends the arm (it diverged)."""
+        if isinstance(item, list):  # a batched step: each arm's record under its name; the group ends itself
+            for named in item:
+                self._take(arm, named)
+            return False
         name = arm.name
         if isinstance(item, tuple):
             name, item = item

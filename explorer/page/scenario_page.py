@@ -26,6 +26,7 @@ from explorer.page.session import run_store, start_or_load, stored_handle, warm_
 from explorer.page.share import MAX_SEEDS
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
+from explorer.runs.seeded import start_seeds_or_load
 from explorer.view import feed
 from explorer.view.chart import preload
 from explorer.view.line_controls import line_controls
@@ -118,6 +119,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     with st.expander("The mechanism", expanded=handle is None):
         st.latex(scenario.formula)
         st.markdown(_doc(scenario))
+        if scenario.arms_note:
+            st.caption(scenario.arms_note)
     code = scenario.snippet(config) if config is not None else None
     if code:
         with st.expander("The code: what these settings are in the library"):
@@ -216,7 +219,8 @@ def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: boo
     pool = worker_pool()
     if repeat > 1:
         starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool)
-        handle = SeedGroup.start(scenario, config, repeat, starter)
+        together = functools.partial(start_seeds_or_load, fresh=fresh, store=run_store(), pool=pool)
+        handle = SeedGroup.start(scenario, config, repeat, starter, together)
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
     st.session_state[handle_key(scenario)] = handle

@@ -7,7 +7,8 @@ It is the only module under explorer/ that imports torch.
 
 The protocol is JSON lines. In, on stdin:
 
-    {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}
+    {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}   (+ "seeds": [...]: one run of
+                                                                         several seeds, explorer/runs/seeded.py)
     {"op": "stop", "id": ...}
     {"op": "prepare", "ranks": n}    start n rank processes ahead (engines.distributed.launch.keep_spares)
 
@@ -120,8 +121,15 @@ def train(command: dict[str, Any], send, stop: threading.Event) -> None:
     done: dict[str, Any] = {"kind": "done", "id": run_id}
     sink = StreamSink(run_id, send, stop)
     try:
-        result = scenario_of(command).run(command["config"], sink=sink)
-        done.update(status=result.status, summary=result.summary)
+        if command.get("seeds"):  # several seeds as one run (explorer/runs/seeded.py): one status per seed
+            results = scenario_of(command).run_seeds(command["config"], command["seeds"], sink=sink)
+            statuses = [result.status for result in results]
+            done.update(status=next((s for s in ("stopped", "diverged") if s in statuses), "finished"),
+                        seeds={str(seed): {"status": result.status, "summary": result.summary}
+                               for seed, result in zip(command["seeds"], results)})
+        else:
+            result = scenario_of(command).run(command["config"], sink=sink)
+            done.update(status=result.status, summary=result.summary)
     except ConfigError as error:  # refused: a plain sentence, nothing to store
         done.update(status="refused", error=str(error))
     except Exception as error:  # the page shows it; the worker lives on

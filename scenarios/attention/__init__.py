@@ -71,6 +71,8 @@ class Attention(Scenario):
     id = "attention"
     title = "Scaled dot-product attention"
     order = 33
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their heads and layers "
+                 "differ in shape.")
     topic = "Architecture"
     question = "Why does attention divide its scores by √d_k, and what do several heads buy?"
     terms = {

@@ -62,6 +62,8 @@ class BatchSizeClipping(Scenario):
     id = "batch-size-clipping"
     title = "Batch size, learning rate and clipping"
     order = 50
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their batch sizes differ "
+                 "in shape, and their clipping is different code.")
     topic = "Optimization"
     question = "What does a bigger batch buy, and what stops a gradient from exploding?"
     terms = {

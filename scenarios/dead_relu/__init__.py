@@ -78,6 +78,8 @@ class DeadReLU(Scenario):
     id = "dead-relu"
     title = "Dead ReLU"
     order = 20
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their activations differ, "
+                 "which is code, not numbers.")
     topic = "Optimization"
     question = "When does a ReLU unit stop learning for good, at birth or in training?"
     terms = {

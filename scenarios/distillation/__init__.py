@@ -19,7 +19,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
 from scenarios.cost import logs
 from scenarios.claims import DivergedAt
 from scenarios.distillation import figures as look
@@ -91,10 +92,24 @@ def student_arm(config: Config, temperature: float | None, built: dict):
                                      log_every_for(config.student_steps, 50))
 
 
+def students_arm(config: Config, built: dict):
+    """Every student as one batched model (engines/supervised/distill_arms.py): the same records as
+    `student_arm` gives each alone, at about the cost of one."""
+    from engines.loop.training import log_every_for
+    from engines.supervised import distill
+    from engines.supervised.distill_arms import train_students
+    temperatures = [None, *temperatures_of(config)]
+    students = [distill.mlp(N_FEATURES, config.student_width, 1, N_CLASSES, seed=config.seed + 20) for _ in temperatures]
+    yield from train_students(arm_names(config), students, built["transfer"], built["test"], temperatures, config.alpha,
+                              config.t_squared, config.lr, config.student_steps, log_every_for(config.student_steps, 50))
+
+
 class Distillation(Scenario):
     id = "distillation-temperature"
     title = "Temperature in distillation"
     order = 60
+    arms_note = ("The students train together as one batched model (one per T and the hard-label arm, stacked): each "
+                 "arm's records are those it gives trained alone, bit for bit. The teacher trains first, alone.")
     topic = "Fine-tuning & compression"
     question = "What does a teacher's temperature-softened output teach a small student that hard labels cannot?"
     terms = {
@@ -140,12 +155,29 @@ class Distillation(Scenario):
                     floats=4 * teacher ** 2 + TEACHER_BATCH * teacher * 6 + (TEST_SIZE + config.transfer_size) * (
                         26 + 3 * max(teacher, student)))
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """The teacher, then the students: trained together as one batched model, or (`batched=False`,
+        the reference the tests compare with) one after another."""
+        from engines.loop.batched import arm_cost
         built: dict = {}  # the teacher's transfer and test sets, for the students of later phases
         temperatures = temperatures_of(config)
         teacher = Arm(TEACHER, teacher_arm(config, built), config.teacher_steps + 1 + len(temperatures), needed=True)
+        if batched:
+            return in_turn(teacher, Arm("students", students_arm(config, built), config.student_steps,
+                                        arm_cost(len(temperatures) + 1)))
         return in_turn(teacher, *(Arm(arm, student_arm(config, t, built), config.student_steps)
                                   for arm, t in zip(arm_names(config), [None, *temperatures])))
+
+    def batched_bytes(self, config: Config) -> float:
+        """The students as one batched model: K one-layer MLPs (SGD: one momentum slot) and the test pass,
+        or the transfer set's three (objective, soft gradient, its backward), whichever is larger."""
+        weights = arms_memory.linear_weights(N_FEATURES, config.student_width, N_CLASSES)
+        rows = max(TEST_SIZE, 3 * config.transfer_size)
+        return arms_memory.batched_bytes(len(arm_names(config)), weights, 1, rows * (config.student_width + N_CLASSES))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"temperatures={config.temperatures}", len(arm_names(config)),
+                                   self.batched_bytes(config), machine.memory_available_bytes)
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

@@ -69,6 +69,8 @@ class MixedPrecision(Scenario):
     id = "mixed-precision"
     title = "Mixed precision and master weights"
     order = 85
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their precisions are "
+                 "different code paths (autocast, loss scaling, 16-bit weights).")
     topic = "Distributed"
     question = "What do 16-bit floats lose in training, and how do loss scaling and fp32 master weights win it back?"
     terms = {

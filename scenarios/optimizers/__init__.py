@@ -32,6 +32,7 @@ from scenarios.optimizers import figures as look
 from scenarios.optimizers.figures import IDLE_ARMS, NET_ARMS, OPTIMIZERS, SURFACE_ARMS, optimizer_of
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named, seed_arm
 
 LOG = {"scale": "log"}
 
@@ -55,10 +56,19 @@ class Config(ScenarioConfig):
     net_steps: int = Field(200, ge=10, le=2000, description="MLP steps (batches of 64 fresh samples, 4 classes).")
 
 
+def each_seed(items, seeds: list[int]):
+    """Records no seed changes, under every seed's arm names (the arms' own names for a single seed)."""
+    for item in items:
+        yield item if item is None or len(seeds) == 1 else [(seed_arm(name, s), record) for s in seeds for name, record in item]
+
+
 class Optimizers(Scenario):
     id = "optimizers"
     title = "Optimizers: SGD, momentum, Adam, AdamW"
     order = 40
+    arms_note = ("Each view's optimizers of one family train together as one batched model with per-arm settings (SGD, "
+                 "momentum and Nesterov; Adam, AdamW and Adam + L2): each arm's records are those torch.optim gives it "
+                 "alone, bit for bit.")
     topic = "Optimization"
     question = "What do momentum, Adam and AdamW change about a gradient step?"
     terms = {
@@ -110,10 +120,15 @@ class Optimizers(Scenario):
                      "net_steps": len(NET_ARMS) * config.net_steps, "net_logs": len(NET_ARMS) * logs(config.net_steps)},
                     floats=len(NET_ARMS) * 4 * 5000 + (surfaces + len(IDLE_ARMS)) * 8)
 
-    def phases(self, config: Config):
+    def phases(self, config: Config, batched: bool = True):
+        """The surface and the untouched weight side by side, then the MLP. Each view's arms of one
+        optimizer family (SGD's, Adam's) train as one batched model with per-arm settings; with
+        `batched=False` (the reference the tests compare with) every arm trains alone."""
         from engines.loop.training import log_every_for
         from engines.supervised.optimizers import idle_weight_arm, mlp_arm, surface_arm
         log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
+        if batched:
+            return self.seed_phases(config, [config.seed])
         surface = [Arm(label, surface_arm(kind, config.surface, config.kappa, config.adam_lr if "adam" in kind else
                                           config.lr, config.momentum, config.weight_decay, config.steps, log_every),
                        config.steps, cost=0.3) for label, kind in SURFACE_ARMS.items()]
@@ -123,6 +138,33 @@ class Optimizers(Scenario):
         net = [Arm(label, mlp_arm(kind, config.net_adam_lr if "adam" in kind else config.net_lr, config.momentum,
                                   config.weight_decay, config.net_steps, config.seed), config.net_steps)
                for label, kind in NET_ARMS.items()]
+        return together(*surface, *idle) + together(*net)
+
+    batches_seeds = True  # repeat over seeds: every seed's MLP arms in the same batched models
+
+    def seed_phases(self, config: Config, seeds: list[int]):
+        """The batched phases for every seed at once. The surface and the untouched weight do not depend on
+        the seed: trained once, reported for each seed. The MLP's arms of one family and every seed are one model."""
+        from engines.loop.batched import arm_cost
+        from engines.loop.training import log_every_for
+        from engines.supervised.optimizers_arms import families, idle_weight_arms, mlp_arms, surface_arms
+        log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
+
+        def groups(arms: dict[str, str], make, steps: int, cost: float, per_seed: bool) -> list[Arm]:
+            names, kinds = list(arms), list(arms.values())
+            return [Arm(" / ".join(names[i] for i in group), make([names[i] for i in group], [kinds[i] for i in group]),
+                        steps, cost * arm_cost(len(group) * (len(seeds) if per_seed else 1))) for group in families(kinds)]
+        lr_of = lambda kinds: config.adam_lr if "adam" in kinds[0] else config.lr  # noqa: E731  (one family: one rate)
+        surface = groups(SURFACE_ARMS, lambda names, kinds: each_seed(surface_arms(
+            names, kinds, config.surface, config.kappa, lr_of(kinds), config.momentum, config.weight_decay, config.steps,
+            log_every), seeds), config.steps, 0.3, False)
+        idle = groups(IDLE_ARMS, lambda names, kinds: each_seed(idle_weight_arms(
+            names, kinds, config.adam_lr, config.weight_decay, config.steps, log_every_for(config.steps)), seeds),
+            config.steps, 0.2, False)
+        net = groups(NET_ARMS, lambda names, kinds: mlp_arms(
+            named(names, seeds), kinds * len(seeds), config.net_adam_lr if "adam" in kinds[0] else config.net_lr,
+            config.momentum, config.weight_decay, config.net_steps, [s for s in seeds for _ in names]),
+            config.net_steps, 1.0, True)
         return together(*surface, *idle) + together(*net)
 
     def arm_universe(self) -> list[str]:

@@ -59,6 +59,8 @@ class Positions(Scenario):
     id = "positions"
     title = "Positional encodings and RoPE"
     order = 36
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their position schemes "
+                 "differ, which is code, not numbers.")
     topic = "Architecture"
     question = "How does attention, blind to order, learn where tokens are, and which encoding carries to longer sequences?"
     terms = {

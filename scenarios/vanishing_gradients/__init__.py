@@ -81,6 +81,7 @@ class VanishingGradients(Scenario):
     id = "vanishing-gradients"
     title = "Vanishing gradients"
     order = 10
+    arms_note = "The arms train as separate models, not one batched model: activations, inits, norms and residuals are code."
     topic = "Core mechanics"
     question = "Why do deep sigmoid networks stop learning, and what fixes it?"
     terms = {
@@ -110,8 +111,7 @@ class VanishingGradients(Scenario):
     }
 
     def phases(self, config: Config):
-        steps = config.steps
-        log_every = max(1, math.ceil(steps / 100))
+        steps, log_every = config.steps, max(1, math.ceil(config.steps / 100))
         return together(*(Arm(name, train_arm(arm, log_every), steps) for name, arm in arms_of(config).items()))
 
     # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):

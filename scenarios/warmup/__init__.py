@@ -88,6 +88,8 @@ class Warmup(Scenario):
     id = "warmup"
     title = "Learning-rate warmup"
     order = 30
+    arms_note = ("The arms train side by side as separate models, not as one batched model: they differ in norm "
+                 "placement, optimizer or schedule, which is code, not numbers.")
     topic = "Optimization"
     question = "Why does a Post-LN Transformer need learning-rate warmup when a Pre-LN one does not?"
     terms = {
