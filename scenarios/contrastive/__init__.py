@@ -153,7 +153,8 @@ class Contrastive(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"temperatures={config.temperatures}", len(taus_of(config)),
-                                   self.batched_bytes(config), machine.memory_available_bytes)
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

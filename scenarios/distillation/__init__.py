@@ -177,7 +177,8 @@ class Distillation(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"temperatures={config.temperatures}", len(arm_names(config)),
-                                   self.batched_bytes(config), machine.memory_available_bytes)
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

@@ -196,7 +196,8 @@ class DpoBeta(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"betas={config.betas}", len(betas_of(config)), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         betas = dict.fromkeys(float(b) for sweep in Sweep.__args__ for b in sweep.split(","))

@@ -179,7 +179,8 @@ class Generalization(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"width={config.width}, n={config.n}", len(MAIN_ARMS), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         sizes = sorted({int(n) for choice in Sweep.__args__ if choice != "none" for n in choice.split(",")})

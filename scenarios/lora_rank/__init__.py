@@ -138,7 +138,8 @@ class LoraRankSweep(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"ranks={config.ranks}", len(ranks_of(config)), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         return [FULL] + [arm_name(r) for r in ALL_RANKS]
