@@ -58,15 +58,21 @@ class World:
         return int(sum(len(s) for s in self.sentences))
 
 
+def vocabulary(countries: int) -> tuple[str, ...]:
+    """Every word the templates write about the first `countries` countries: the glue words, the regions,
+    then each country's name, capital and people (so a word's id is fixed by `countries` alone)."""
+    chosen = COUNTRIES[:countries]
+    glue = sorted({w for template, _ in TEMPLATES for w in template.split() if not w.startswith("{")})
+    regions = sorted({REGIONS[r] for *_, r in chosen})
+    return tuple(glue + regions + [w for c in chosen for w in c[:3]])
+
+
 @functools.cache
 def world(countries: int = 10, sentences: int = 6000, seed: int = 0) -> World:
     """`sentences` sentences about the first `countries` countries (4 ≤ countries ≤ 16)."""
     if not 2 <= countries <= len(COUNTRIES):
         raise ValueError(f"countries must be 2 … {len(COUNTRIES)}, got {countries}")
-    chosen = COUNTRIES[:countries]
-    glue = sorted({w for template, _ in TEMPLATES for w in template.split() if not w.startswith("{")})
-    regions = sorted({REGIONS[r] for *_, r in chosen})
-    words = tuple(glue + regions + [w for c in chosen for w in c[:3]])
+    chosen, words = COUNTRIES[:countries], vocabulary(countries)
     index = {w: i for i, w in enumerate(words)}
     rng = np.random.default_rng(seed)
     weights = np.array([w for _, w in TEMPLATES])

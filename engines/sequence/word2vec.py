@@ -130,10 +130,16 @@ class SGNSArm:
 
 
 def facts(arm: SGNSArm) -> dict[str, float]:
-    """What the corpus is: its size, its pairs, and how many are frequent."""
+    """What the corpus is (its size, its pairs, how many are frequent), and on each frequent pair the exact
+    optimum of w·c (`target/<w>_<c>`) and PMI − ln k (`pmi/<w>_<c>`), counted from it."""
     corpus = world(arm.countries, arm.sentences, arm.seed)
     counts = pair_counts(corpus, arm.window)
-    return {"sentences": float(len(corpus.sentences)), "tokens": float(corpus.tokens), "vocab": float(len(corpus.words)),
+    target = shifted_pmi(counts, arm.negatives, noise_distribution(counts, arm.power))
+    shifted = pmi(counts) - math.log(arm.negatives)
+    out = {}
+    for w, c in zip(*np.nonzero(counts >= FREQUENT)):
+        out[f"target/{w:03d}_{c:03d}"], out[f"pmi/{w:03d}_{c:03d}"] = float(target[w, c]), float(shifted[w, c])
+    return out | {"sentences": float(len(corpus.sentences)), "tokens": float(corpus.tokens), "vocab": float(len(corpus.words)),
             "pairs": float(counts.sum()), "frequent_pairs": float((counts >= FREQUENT).sum()),
             "questions": float(len(analogy_questions(corpus)))}
 
