@@ -77,6 +77,8 @@ EXTRA: dict[str, list[dict]] = {
                  {"level": "sequence", "sequence_steps": 25, "betas": "0.02,0.05,0.1,0.2,0.5,1,2,5"}],
     "tokenization": [{"prose_kib": 256, "vocab_size": 4096, "budget_steps": 10},
                      {"prose_kib": 16, "vocab_size": 256, "budget_steps": 300}, {"prose_kib": 128, "vocab_size": 512, "budget_steps": 10}],
+    "masked-vs-causal": [{"steps": 600, "w2v_steps": 20}, {"steps": 20, "w2v_steps": 3000},
+                         {"steps": 300, "context": 8, "line_length": 8, "w2v_steps": 20}],
     "next-token": [{"steps": 300, "context": 16, "line_length": 8, "prose_vocab": 256}, {"steps": 20, "prose_vocab": 1024},
                    {"steps": 100, "context": 64, "prose_vocab": 256}],
     "rlhf-ppo": [{"pairs": 64, "steps": 200, "group": 32, "ppo_epochs": 1}, {"reward_steps": 2000, "pairs": 256, "steps": 20},

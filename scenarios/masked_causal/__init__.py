@@ -112,8 +112,8 @@ class MaskedCausal(Scenario):
         "mask 40% of the tokens": {"mask_rate": 0.4},
         "sixteen countries": {"countries": 16},
     }
-    # s per unit on the 2-core machine (bench/estimates.py):
-    rates = {"run": 0.5, "lm_token_steps": 1.5e-4, "lm_logs": 0.01, "sgns_steps": 0.0015, "sgns_logs": 0.003}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"lm_logs": 0.0141, "lm_token_steps": 0.000119, "sgns_steps": 0.00139}
     timed = ({"steps": 100, "w2v_steps": 200}, {"steps": 60, "context": 64, "line_length": 32, "w2v_steps": 100},
              {"steps": 40, "w2v_steps": 1000, "countries": 16})
 
