@@ -38,7 +38,7 @@ from engines.sequence.next_token import topic_corpus
 from engines.sequence.text import entropy_nats
 from engines.sequence.topics import TopicLines
 
-BATCH, FILL_LINES, EVAL_WINDOWS = 16, 400, 96
+BATCH, FILL_LINES, EVAL_WINDOWS = 16, 256, 64
 
 
 @dataclass(frozen=True)
