@@ -116,10 +116,13 @@ def neighbours_figure(records: Records, countries: int) -> go.Figure:
     ranks = sorted({int(k.split("/")[2]) for k in found if k.startswith("neighbour/")})
     fig = go.Figure()
     if probes:
+        probes = probes[::-1]  # plotly draws the first row at the bottom: the first probe on top
         cosines = [[found.get(f"neighbour_cos/{p:03d}/{r}") for r in ranks] for p in probes]
         names = [[words[int(found[f"neighbour/{p:03d}/{r}"])] for r in ranks] for p in probes]
         fig.add_heatmap(z=cosines, x=[f"#{r}" for r in ranks], y=[words[p] for p in probes], text=names,
                         texttemplate="%{text}<br>%{z:.2f}", colorscale="Blues", zmin=0, zmax=1,
                         colorbar=dict(title="cosine"), hovertemplate="%{y} → %{text}<br>cosine %{z:.3f}<extra></extra>")
     layout(fig, "Nearest neighbours (cosine of w + c)", "rank", "word")
-    return fig.update_yaxes(autorange="reversed")
+    # explicit ranges: the page redraws a chart in place, and an axis first drawn empty kept its old range
+    fig.update_xaxes(type="category", range=[-0.5, max(len(ranks), 1) - 0.5])
+    return fig.update_yaxes(type="category", range=[-0.5, max(len(probes), 1) - 0.5])
