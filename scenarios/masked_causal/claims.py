@@ -2,7 +2,7 @@
 from engines.sequence.relational import vocabulary
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
-from scenarios.masked_causal.figures import CAUSAL, EXACT, MASKED, RELATION_NAMES, SGNS, WORLD
+from scenarios.masked_causal.figures import CAUSAL, EXACT, MASKED, RELATION_NAMES, SGNS, WORLD, spelled
 from scenarios.recorded import percent, recorded
 from scenarios.records import Records
 
@@ -68,6 +68,6 @@ def neighbour_sentence(records: Records, countries: int) -> Sentence | None:
     for probe in probes:
         metric = f"neighbour/{probe:03d}/1"
         value = records.last(SGNS, metric)
-        nearest = Computed(f"{words[probe]} → {{}}", value, lambda r, m=metric: r.last(SGNS, m), shown=words[int(value)])
+        nearest = Computed(f"{words[probe]} → {{}}", value, lambda r, m=metric: r.last(SGNS, m), shown=spelled(words, value))
         parts.append(nearest)
     return say("Nearest words (cosine of w + c): " + ", ".join(["{}"] * len(parts)) + ".", *parts)

@@ -108,6 +108,13 @@ def plane_figure(records: Records, colors: dict[str, str], countries: int) -> go
     return fig
 
 
+def spelled(words: tuple[str, ...], word_id: float | None) -> str:
+    """A recorded word id as its word ('?' for a value that names none: a band's mean of two seeds' ids)."""
+    if word_id is None or word_id != int(word_id) or not 0 <= word_id < len(words):
+        return "?"
+    return words[int(word_id)]
+
+
 def neighbours_figure(records: Records, countries: int) -> go.Figure:
     """The nearest words (cosine of w + c) to the first countries and capitals, as a table of cosines."""
     _, found = snapshot(records, SGNS, "neighbour")
@@ -118,7 +125,7 @@ def neighbours_figure(records: Records, countries: int) -> go.Figure:
     if probes:
         probes = probes[::-1]  # plotly draws the first row at the bottom: the first probe on top
         cosines = [[found.get(f"neighbour_cos/{p:03d}/{r}") for r in ranks] for p in probes]
-        names = [[words[int(found[f"neighbour/{p:03d}/{r}"])] for r in ranks] for p in probes]
+        names = [[spelled(words, found.get(f"neighbour/{p:03d}/{r}")) for r in ranks] for p in probes]
         fig.add_heatmap(z=cosines, x=[f"#{r}" for r in ranks], y=[words[p] for p in probes], text=names,
                         texttemplate="%{text}<br>%{z:.2f}", colorscale="Blues", zmin=0, zmax=1,
                         colorbar=dict(title="cosine"), hovertemplate="%{y} → %{text}<br>cosine %{z:.3f}<extra></extra>")
