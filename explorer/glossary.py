@@ -128,6 +128,9 @@ SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("Entropy rate", "A source's uncertainty per token given its whole past; on the source's fresh text no model's loss goes below it."),
         ("Exposure bias", "Trained only on true prefixes, a model meets its own imperfect ones when it generates, and its slips can compound."),
         ("Scheduled sampling", "Swapping some training inputs for the model's own samples, more as training goes on, so it sees its own slips."),
+        ("Causal mask", "An attention mask that lets each position see only the ones before it, so a model can predict the next token."),
+        ("Negative sampling", "Training a scorer to tell true (word, context) pairs from a few random noise words, instead of a softmax over all words."),
+        ("Pointwise mutual information (PMI)", "ln P(w, c) / (P(w) P(c)): how much more often two words co-occur than if they were independent."),
     ],
 }
 

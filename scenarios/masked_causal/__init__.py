@@ -91,6 +91,11 @@ class MaskedCausal(Scenario):
         "Cross-entropy": shown_by("loss", "heldout_nats", "heldout_masked_nats", arm="LM",
                                   how="next-token and masked-token loss, in nats per predicted token"),
         "Entropy rate": shown_by("loss", "entropy_rate", arm=EXACT, how="the next-token loss's exact floor"),
+        "Causal mask": shown_by("fill", "fill/accuracy", arm=CAUSAL, how="the same model masked to the past fills from the left only"),
+        "Negative sampling": shown_by("identity", "identity/correlation", "pair/", arm=SGNS,
+                                      how="k noise words per pair; w·c converges to PMI − ln k"),
+        "Pointwise mutual information (PMI)": shown_by("identity", "target/", "pmi/", arm=WORLD,
+                                                       how="counted exactly from the corpus: what w·c converges to"),
     }
     methods = {
         "Masked language modeling": shown_by("fill", "fill/accuracy", "heldout_masked_nats", arm=MASKED,
