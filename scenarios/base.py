@@ -120,6 +120,7 @@ class Scenario:
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
     rates: ClassVar[dict[str, float]] = {}   # seconds per unit of each `work` term here (bench/estimates.py fits them)
+    rates_reference: ClassVar[float] = 0.0   # engines.loop.runtime.reference_cpu_seconds() when they were fitted
     timed: ClassVar[tuple[dict[str, Any], ...]] = ()  # three configs (≲ 2 s each) the estimate is held to, within 2×
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
