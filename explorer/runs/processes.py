@@ -6,6 +6,7 @@ it from wherever the platform keeps it (/proc on Linux, sysctl on macOS, the too
 on Windows), and ends a process only if it is still the one found (the start time is checked),
 so an ended child whose id was reused is never signalled.
 """
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from collections.abc import Callable
 import psutil
 
 TERM_GRACE_S = 0.3   # SIGTERM, then this long before SIGKILL
+CRASH_TAIL_CHARS = 4000
 
 
 def _below(pid: int) -> list[psutil.Process]:
@@ -70,3 +72,15 @@ def end_tree(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
             child.kill()
         except psutil.Error:  # already gone
             pass
+
+
+def crash_line(stderr) -> str:
+    """The last error line a dead worker wrote (its traceback's last line, usually)."""
+    try:
+        stderr.seek(0, os.SEEK_END)
+        stderr.seek(max(0, stderr.tell() - CRASH_TAIL_CHARS))
+        lines = [line.strip() for line in stderr.read().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        lines = []
+    errors = [line for line in lines if "Error" in line or "Exception" in line or "Killed" in line]
+    return (errors or lines or ["it wrote nothing"])[-1]
