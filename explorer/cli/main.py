@@ -121,6 +121,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     """Serve the web app (the same as `streamlit run app.py` in a checkout) until Ctrl-C."""
     from explorer.server import streamlit_command
     command = streamlit_command(args.port, args.address, args.allowed_host)
+    if args.ray:
+        os.environ["EXPLORER_RAY_ADDRESS"] = args.ray  # the server (execv'd below) reads it
     if os.name == "posix":  # become the server: signals, the process id and the exit code are its own
         sys.stdout.flush()
         os.execv(command[0], command)
@@ -165,6 +167,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
                           "auto = file when there is more than one figure")
     run.add_argument("--fresh", action="store_true", help="train even if the run store has this config")
     run.add_argument("--no-store", action="store_true", help="neither read nor write the run store")
+    run.add_argument("--ray", metavar="ADDRESS", help="train on a Ray cluster: its address, or 'local' for a private "
+                     "Ray on this machine (default: EXPLORER_RAY_ADDRESS; unset: train here)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress and no list of files written on stderr "
                                                                "(errors only)")
     run.set_defaults(func=cmd_run)
@@ -185,6 +189,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     app.add_argument("--address", help="the address to listen on (default localhost)")
     app.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                      help="a Host name to answer besides the local ones (repeatable), e.g. the machine's LAN name")
+    app.add_argument("--ray", metavar="ADDRESS", help="runs train on this Ray cluster ('local': a private Ray on this "
+                     "machine); sets EXPLORER_RAY_ADDRESS for the server")
     app.set_defaults(func=cmd_app)
     return parser
 

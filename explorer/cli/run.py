@@ -182,8 +182,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     formats = check_formats(args.format)
     out = checked_out(args.out)
     values = settings_of(args, args.scenario)
+    from explorer.runs.backend import ray_address
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
+    address = ray_address(getattr(args, "ray", None))
     scenario = scenario_named(args.scenario)
     config = scenario.validate(values)
     store = None if args.no_store else RunStore()
@@ -191,6 +193,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stored is not None:
         say(args, f"served from the run store: run {stored.run_id} (use --fresh to train again)")
         frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
+    elif address:  # trained on Ray; the records come back here and the handle stores them
+        bar = ProgressBar(scenario.id, quiet=args.quiet)
+        frame, status, run_id, error = train_on_ray(address, scenario, config, store, bar)
+        if status not in ("finished", "diverged", "stopped"):
+            print(one_line(f"error: the run failed: {error}"), file=sys.stderr)
+            return RUN_FAILED
+        summary = {**scenario.summarize(frame, config), "status": status}
+        if status == "stopped":
+            print(f"stopped by Ctrl-C after {len(frame)} records: " + (f"stored as run {run_id}" if run_id else "not stored"),
+                  file=sys.stderr)
+            return INTERRUPTED
     else:
         from engines.loop.runtime import configure  # torch loads only now: the arguments are known to be good
         configure()
@@ -220,12 +233,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         from explorer.cli.output import explanation_json, print_json
         print_json({"scenario": scenario.id, "status": status, "run_id": run_id, "served_from_store": stored is not None,
+                    "backend": "ray" if address and stored is None else "local",
                     "config": config.model_dump(mode="json"), "summary": summary,
                     "explanation": explanation_json(explanation), "files": [str(p) for p in files]})
     else:
         print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
         print(terminal_text(explanation.markdown()))
     return 0
+
+
+def train_on_ray(address: str, scenario, config, store, bar: ProgressBar):
+    """The run on the Ray cluster at `address` (`local`: a private one, started for it): frame, status, run id, error."""
+    from explorer.runs.backend import run_through
+    from explorer.runs.ray_backend import RayBackend
+    backend = RayBackend(address)
+    try:
+        with CtrlC(bar):
+            snap = run_through(backend, scenario, config, store, bar).snapshot()
+    finally:
+        bar.close()
+        backend.shutdown()
+    return snap.frame, snap.status, snap.run_id, snap.error
 
 
 def write_outputs(args: argparse.Namespace, out: Path, scenario_id: str, config: dict, frame, summary: dict,

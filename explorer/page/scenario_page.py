@@ -21,7 +21,8 @@ from explorer.page.compare_panel import compare_panel, selected_overlays
 from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown
 from explorer.page.export_panel import export_panel
 from explorer.page.glossary_page import term_links
-from explorer.page.session import run_store, start_or_load, stored_handle, warm_figures, worker_pool
+from explorer.page.session import (backend_caption, run_store, session_id, start_or_load, stored_handle, use_local_pool,
+                                   warm_figures, worker_pool)
 from explorer.page.share import MAX_SEEDS
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
@@ -56,6 +57,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         config, problem = checked(scenario, values, machine)
         if problem:
             st.error(plain(problem))
+        backend_caption(pool)
         preload()
     warm_figures(scenario.id)
     if config is not None:
@@ -91,7 +93,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
-    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers)
+    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, pool.name == "ray")
     if note:
         note_col.caption(note)
     if handle is not None and not running and machine is not None and handle.snapshot().from_store:
@@ -167,7 +169,12 @@ def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool,
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
             starting and (machine is not None or failure is not None)):
         st.rerun()
-    if machine is None and failure and st.session_state.get(handle_key(scenario)) is None:
+    if machine is None and failure and pool.name != "local":  # unreachable, refused or lost: the page goes on
+        st.error(plain(f"Runs cannot go to the Ray cluster: {failure}. Stored runs can still be opened from Runs."))
+        if st.button("Train on this machine instead (the local worker pool)", key="use-local-pool"):
+            use_local_pool()
+            st.rerun(scope="app")
+    elif machine is None and failure and st.session_state.get(handle_key(scenario)) is None:
         st.error(plain(f"Nothing can train on this server: {failure}. Stored runs can still be opened "
                        "from Runs; restart the server once this is fixed."))
         return
@@ -186,16 +193,16 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
 
 
 def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
-             repeat: int, auto: bool, no_workers: str | None = None) -> str | None:
+             repeat: int, auto: bool, no_workers: str | None = None, ray: bool = False) -> str | None:
     """One line beside Run: why it is off, what a large run costs, or that the settings moved on.
-    `no_workers`: why no worker could start (the pool's failure), when none could."""
+    `no_workers`: why no worker could start (the backend's failure), when none could; `ray`: runs go to Ray."""
     if problem:
         return "Run is off: " + ("these settings are not valid" if config is None else
                                  "this machine cannot run these settings") + " (see under the settings)."
     if no_workers:
-        return "Run is off: no worker process could start on this server."
+        return "Run is off: " + ("the Ray cluster cannot be used." if ray else "no worker process could start on this server.")
     if machine is None:
-        return "Starting the workers (importing torch)…"
+        return "Connecting to the Ray cluster and warming its workers…" if ray else "Starting the workers (importing torch)…"
     if too_large:
         return too_large + (" Auto-run waits for you: press Run to start it." if auto else "")
     if handle is not None and config is not None and (
@@ -208,7 +215,7 @@ def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: boo
     """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
     pool = worker_pool()
     if repeat > 1:
-        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool)
+        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool, session=session_id())
         handle = SeedGroup.start(scenario, config, repeat, starter)
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)

@@ -164,3 +164,28 @@ def make_backend(address: str | None = None, **options: Any) -> RunBackend:
         return RayBackend(address, **options)
     from explorer.runs.pool import WorkerPool
     return WorkerPool(**options)
+
+
+def run_through(backend: RunBackend, scenario, config, store=None, sink=None, session: str = "cli"):
+    """One run through `backend`, the way the page runs it (the run store written here, by the handle), for
+    the CLI and the API: `sink` hears progress, what the run waits for and its events, and its
+    `stop_requested` stops the run. Returns the ended `RunHandle`."""
+    from explorer.runs.handle import RunHandle
+    from scenarios.driver import Event
+    handle = RunHandle.start(scenario, config, store, pool=backend, session=session)
+    told, heard, stopping = None, 0, False
+    while not handle.join(0.1):
+        snap = handle.snapshot(with_frame=False)
+        if sink is None:
+            continue
+        sink.progress(snap.progress)
+        if snap.waiting and snap.waiting != told:
+            sink.note(snap.waiting)
+        told = snap.waiting
+        for event in snap.events[heard:]:
+            sink.event(Event(**event))
+        heard = len(snap.events)
+        if sink.stop_requested() and not stopping:
+            handle.stop()
+            stopping = True
+    return handle

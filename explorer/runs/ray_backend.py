@@ -144,7 +144,7 @@ class RayBackend:
         with self._lock:
             while self._machine is None and self._failure is None and time.monotonic() < deadline:
                 self._lock.wait(max(0.0, deadline - time.monotonic()))
-            return self._machine
+            return None if self._failure else self._machine  # a lost cluster turns Run off, as no worker would
 
     def failure(self) -> str | None:
         with self._lock:
