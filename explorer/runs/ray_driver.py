@@ -154,17 +154,16 @@ class Driver:
                     ended = ended or message["kind"] == "done"
                     self.send(message)
         except Exception as error:  # the actor or its node died (or was killed by Stop)
-            with self._lock:
-                stopped = slot.stopping
-                if slot in self._slots:
-                    self._slots.remove(slot)
-                    if not self._failed:
-                        self._add()  # a fresh actor takes its place
             if not ended:
-                self.send({"kind": "done", "id": run_id, "status": "stopped"} if stopped else
+                self.send({"kind": "done", "id": run_id, "status": "stopped"} if slot.stopping else
                           {"kind": "done", "id": run_id, "status": "failed",
                            "error": f"the Ray worker training this run died: {one_line(error)}"})
             ended = True
+            with self._lock:
+                if slot in self._slots:
+                    self._slots.remove(slot)
+                    if not self._failed:
+                        self._add()  # a fresh actor takes its place (pending until a node has room)
         finally:
             if not ended:
                 self.send({"kind": "done", "id": run_id, "status": "failed", "error": "the run ended without a result"})
