@@ -90,8 +90,8 @@ class RayBackend:
             CONNECT_TIMEOUT_S["local" if local else "cluster"]
         path = dict.fromkeys([str(ROOT), *(p for p in sys.path if p and os.path.isdir(p))])
         environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
-        if local:  # every Ray process of a private cluster binds to 127.0.0.1 (read when ray is imported)
-            environment["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        if local or address.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"):  # read when ray is imported: this
+            environment["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # node's Ray processes bind to 127.0.0.1
         # Notice a lost cluster within seconds, not Ray's default minute (then the driver exits).
         environment.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "10")
         command = [sys.executable, "-m", "explorer.runs.ray_driver", "--address", address,

@@ -32,6 +32,7 @@ OBJECT_STORE_BYTES = 100 * 2**20   # records are small and stream through; Ray's
 MAX_WORKERS = 64
 STOP_GRACE_S = 0.5       # a run asked to stop has this long before its actor is killed
 WATCH_EVERY_S = 1.0
+WARM_TRIES = 8           # workers in a row that die before they are warm, before the driver gives up
 
 
 @dataclass(eq=False)
@@ -53,6 +54,7 @@ class Driver:
         self._capacity: tuple = ()
         self._failed = False
         self._nodes_seen = 1
+        self._warm_failures = 0   # workers in a row that died before they were warm
 
     # --- connecting ----------------------------------------------------------------------------
     def connect(self) -> dict[str, Any]:
@@ -94,11 +96,17 @@ class Driver:
         import ray
         try:
             hello = ray.get(slot.actor.hello.remote())
-        except Exception as error:  # its node died while it warmed up: the fleet goes on without it
-            print(f"ray driver: a worker died while warming up: {one_line(error)}", file=sys.stderr)
+        except Exception as error:  # its node died as it started (placed there before Ray knew), or it broke
             with self._lock:
                 self._slots.remove(slot)
+                self._warm_failures += 1
+                if self._warm_failures < WARM_TRIES:
+                    threading.Timer(self._warm_failures, self._replace).start()  # 1 s, 2 s, ...: no storm
+                    return
+            self.fail(f"no worker could start on the Ray cluster at {self.address} ({WARM_TRIES} tries): "
+                      f"{one_line(error)}")
             return
+        self._warm_failures = 0
         differ = {k: (hello["versions"].get(k), v) for k, v in self.expect.items() if hello["versions"].get(k) != v}
         if differ:
             node = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == hello["node"]), hello["node"])
@@ -118,6 +126,11 @@ class Driver:
                 self.send({"kind": "machine", "machine": machine})
             self._changed()
             self._dispatch()
+
+    def _replace(self) -> None:
+        with self._lock:
+            if not self._failed:
+                self._add()
 
     def _changed(self) -> None:
         """Tell the page the workers and free workers, when they changed."""
@@ -159,6 +172,10 @@ class Driver:
                           {"kind": "done", "id": run_id, "status": "failed",
                            "error": f"the Ray worker training this run died: {one_line(error)}"})
             ended = True
+            try:
+                ray.kill(slot.actor)  # "unavailable" may be a lost connection: make sure it trains nothing more
+            except Exception:
+                pass
             with self._lock:
                 if slot in self._slots:
                     self._slots.remove(slot)
