@@ -126,3 +126,19 @@ def test_a_node_running_another_version_is_refused_at_connect_naming_both(cluste
         and "torch 0.0.1" in failure, failure
     handle = RunHandle.start(SCENARIO, TINY, RunStore(), pool=backend, session="a")
     assert handle.join(WAIT_S) and handle.snapshot().status == "failed"
+
+
+def test_the_cli_and_the_api_train_on_the_cluster_and_say_so(cluster, isolated_store, capsys, monkeypatch) -> None:
+    """`tdx run --ray ADDRESS --json` names the backend "ray" and stores the run here; so does `explorer.run(ray=...)`."""
+    import json
+
+    import explorer
+    from explorer.cli.main import main
+    cluster.add_node(num_cpus=1, **NODE)
+    monkeypatch.setenv("EXPLORER_WORKERS", "1")
+    assert main(["run", SCENARIO.id, "--set", "steps=20", "--ray", cluster.address, "--json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["backend"], printed["status"]) == ("ray", "finished"), printed
+    assert RunStore().get(printed["run_id"]).status == "finished", "stored on this machine"
+    result = explorer.run(SCENARIO.id, steps=21, ray=cluster.address, progress=False)
+    assert (result.backend, result.status) == ("ray", "finished") and len(result.frame), result
