@@ -9,8 +9,9 @@ as N browser tabs would) submit the scenario's default run at the same moment. R
 - runs completed (finished) out of submitted: must be all;
 - from Run to first record and to finished: median and worst over the sessions;
 - the total (first submit to last finished) against N × one run ÷ workers, where "one run" is the median of
-  three runs of the same config alone on the same backend (Run to finished): the ideal if the workers never
-  idled and cost nothing to share. Goal: ≤ 1.3×.
+  runs of the same config alone on the same backend (Run to finished): the ideal if the workers never
+  idled and cost nothing to share. Goal: ≤ 1.3×. On a shared machine one run alone varies by 2× from one
+  minute to the next, so it is timed before and after each N (three runs each time) and the median of those six is used.
 
 The first-record times show the fair queue: sessions are served in turn, so the worst is about N ÷ workers
 runs. The machine's load average is printed before and after: on a shared machine read the numbers beside it.
@@ -56,26 +57,29 @@ def submit(backend, scenario, config, session: str) -> tuple[TimedHandle, float]
     return handle, started
 
 
-def one_run_s(backend, scenario, config, repeat: int = 3) -> float:
+def alone_s(backend, scenario, config, repeat: int = 3) -> list[float]:
     times = []
     for _ in range(repeat):
         handle, started = submit(backend, scenario, config, "alone")
         assert handle.join(WAIT_S), "a run alone never ended"
         times.append(handle.done_at - started)
-    return statistics.median(times)
+    return times
 
 
-def load(backend, scenario, config, sessions: int, workers: int, alone_s: float) -> str:
+def load(backend, scenario, config, sessions: int, workers: int) -> str:
+    before = alone_s(backend, scenario, config)
     runs = [submit(backend, scenario, config, f"s{i}") for i in range(sessions)]
     for handle, _ in runs:
         handle.join(WAIT_S)
+    alone = statistics.median(before + alone_s(backend, scenario, config))
     completed = sum(handle.snapshot(with_frame=False).status == "finished" for handle, _ in runs)
     first = [h.first_at - s for h, s in runs if h.first_at is not None]
     done = [h.done_at - s for h, s in runs if h.done_at is not None]
     total = max(h.done_at for h, _ in runs if h.done_at) - min(s for _, s in runs)
-    ideal = sessions * alone_s / workers
+    ideal = sessions * alone / workers
     return (f"| {backend.name} | {sessions} | {completed}/{sessions} | {statistics.median(first):.2f} / {max(first):.2f} | "
-            f"{statistics.median(done):.1f} / {max(done):.1f} | {total:.1f} | {ideal:.1f} | {total / ideal:.2f}× |")
+            f"{statistics.median(done):.1f} / {max(done):.1f} | {total:.1f} | {alone:.2f} | {ideal:.1f} | "
+            f"{total / ideal:.2f}× |")
 
 
 def main() -> None:
@@ -90,18 +94,17 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M')} · {args.scenario} defaults · {os.cpu_count()} cores · "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     print("| backend | N | completed | first record, median / worst (s) | finished, median / worst (s) "
-          "| total (s) | N × one ÷ workers (s) | total ÷ ideal |\n|---|---|---|---|---|---|---|---|", flush=True)
+          "| total (s) | one alone (s) | N × one ÷ workers (s) | total ÷ ideal |\n|---|---|---|---|---|---|---|---|---|",
+          flush=True)
     for name in args.backends:
         started = time.perf_counter()
         backend = make_backend("local" if name == "ray" else None, size=args.workers)
         try:
             assert backend.wait_ready(WAIT_S), f"{name}: the workers never warmed up ({backend.failure()})"
             ready_s = time.perf_counter() - started
-            alone_s = one_run_s(backend, scenario, config)
             for sessions in args.sessions:
-                print(load(backend, scenario, config, sessions, args.workers, alone_s), flush=True)
-            print(f"({name}: ready in {ready_s:.1f} s; one run alone {alone_s:.2f} s; "
-                  f"load average {os.getloadavg()[0]:.1f})", flush=True)
+                print(load(backend, scenario, config, sessions, args.workers), flush=True)
+            print(f"({name}: ready in {ready_s:.1f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             backend.shutdown()
 

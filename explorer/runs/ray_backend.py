@@ -15,6 +15,7 @@ Versions: the driver checks each warm worker's explorer, code, torch, Python and
 this server's (`versions`), and refuses the cluster at connect, naming both, when one differs
 (Ray itself refuses a driver of another Ray or Python version, naming them).
 """
+import atexit
 import hashlib
 import json
 import os
@@ -101,6 +102,7 @@ class RayBackend:
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self._proc = subprocess.Popen(command, cwd=ROOT, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._stderr, text=True, bufsize=1, start_new_session=True)
+        atexit.register(self.shutdown)
         threading.Thread(target=self._read, name="ray-driver", daemon=True).start()
         self._connect_timer = threading.Timer(timeout, self._connect_timed_out, args=(timeout,))
         self._connect_timer.daemon = True
