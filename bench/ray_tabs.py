@@ -4,7 +4,7 @@
 
 One `streamlit run app.py` (its own empty store) whose runs go to a private Ray on this machine with
 `--workers` warm workers, and headless Chromium (/usr/bin/chromium) with one tab per person, each on its own
-seed so every run trains. Once every tab's Run is on, all press Run within a few milliseconds. Per tab: the
+seed so every run trains. Once every tab's Run is on, all press Run at the same moment. Per tab: the
 first chart point and "Finished" on screen, from its own press (the page's own performance marks, as
 bench/page_bench.py reads them), the queue line it showed while it waited (the place and the free workers),
 and its final status line. Then: all done against N × one run ÷ workers (one run: the first tab's run
@@ -45,16 +45,22 @@ def opened(context, base: str, scenario_id: str, seed: int):
     return tab
 
 
+PRESS = """at => { window.__lines = [];
+  const button = [...document.querySelectorAll('[data-testid="stMain"] button')].find(b => b.innerText.trim() === 'Run');
+  setTimeout(() => { window.__marks = {clicked: performance.now()}; button.click(); }, at - Date.now());
+  setInterval(() => { const line = document.querySelector('[data-testid="explorer-progress"], [data-testid="stProgress"]');
+    const text = line ? line.textContent.trim().replace(/ \\([0-9.]+ s\\)$/, '') : '';
+    if (/queued/.test(text) && !window.__lines.includes(text)) window.__lines.push(text); }, 50); }"""
+
+
 def press_all(tabs) -> list[dict]:
-    """Every tab presses Run; each then records the queue lines it shows until its run ends."""
+    """Every tab presses Run at the same moment (a timer in each, on the shared clock, 1 s ahead); each then
+    records the queue lines it shows until its run ends."""
+    at = time.time() * 1000 + 1000 + 200 * len(tabs)
     for tab in tabs:
-        tab.evaluate("() => { window.__marks = {clicked: performance.now()}; window.__lines = []; "
-                     "setInterval(() => { const l = document.querySelector('[data-testid=\"explorer-progress\"], "
-                     "[data-testid=\"stProgress\"]'); if (l && /queued/.test(l.textContent) && "
-                     "!window.__lines.includes(l.textContent.trim())) window.__lines.push(l.textContent.trim()); }, 100); }")
-        run_button(tab).click()
+        tab.evaluate(PRESS, at)
     for tab in tabs:
-        wait_for(lambda: "ended" in tab.evaluate("() => window.__marks"), TIMEOUT_S, every_s=0.3)
+        wait_for(lambda: "ended" in (tab.evaluate("() => window.__marks") or {}), TIMEOUT_S, every_s=0.3)
     return [tab.evaluate("() => ({clicked: performance.timeOrigin + window.__marks.clicked, first: window.__marks.first "
                          "=== undefined ? null : performance.timeOrigin + window.__marks.first, ended: "
                          "performance.timeOrigin + window.__marks.ended, lines: window.__lines})") for tab in tabs]
