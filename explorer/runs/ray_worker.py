@@ -38,6 +38,8 @@ LINES_EVERY_S = 0.05   # a rank's stdout lines go back in batches at most this o
 @ray.remote(num_cpus=1, max_concurrency=2)  # one thread trains, the other hears Stop
 class RunActor:
     def __init__(self) -> None:
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":  # Ray hides GPUs from an actor that asked for none; this
+            del os.environ["CUDA_VISIBLE_DEVICES"]        # one only counts its node's (a run's ranks ask for theirs)
         from engines.distributed import launch
         from engines.loop.runtime import configure
         from explorer.runs import worker
