@@ -1,6 +1,6 @@
 """The page on Ray: 5 real browser tabs press Run at once against `EXPLORER_RAY_ADDRESS=local` (not a test; prints a table).
 
-    python bench/ray_tabs.py [--tabs 5] [--workers 2] [--scenario ID] [--port PORT]
+    python bench/ray_tabs.py [--tabs 5] [--workers 2] [--scenario ID] [--port PORT] [--local]
 
 One `streamlit run app.py` (its own empty store) whose runs go to a private Ray on this machine with
 `--workers` warm workers, and headless Chromium (/usr/bin/chromium) with one tab per person, each on its own
@@ -9,6 +9,7 @@ first chart point and "Finished" on screen, from its own press (the page's own p
 bench/page_bench.py reads them), the queue line it showed while it waited (the place and the free workers),
 and its final status line. Then: all done against N × one run ÷ workers (one run: the first tab's run
 trained alone afterwards, Run to "Finished"). The load average before and after: the machine may be shared.
+`--local` runs the same against the local pool, for comparison.
 """
 import argparse
 import os
@@ -72,16 +73,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--scenario", default="vanishing-gradients")
     parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--local", action="store_true", help="the local pool instead of a private Ray")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
     tmp, port = Path(tempfile.mkdtemp()), args.port or free_port()
-    env = dict(os.environ, EXPLORER_STORE=str(tmp / "runs.sqlite3"), EXPLORER_RAY_ADDRESS="local",
+    env = dict(os.environ, EXPLORER_STORE=str(tmp / "runs.sqlite3"), EXPLORER_RAY_ADDRESS="" if args.local else "local",
                EXPLORER_WORKERS=str(args.workers), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                                "--server.headless", "true"], cwd=ROOT, env=env, stdout=open(tmp / "server.log", "w"),
                               stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://localhost:{port}"
-    print(f"{time.strftime('%Y-%m-%d %H:%M')} · {args.tabs} tabs · {args.scenario} · private Ray, {args.workers} "
+    where = "the local pool" if args.local else "a private Ray"
+    print(f"{time.strftime('%Y-%m-%d %H:%M')} · {args.tabs} tabs · {args.scenario} · {where}, {args.workers} "
           f"workers · {os.cpu_count()} cores · load average before {os.getloadavg()[0]:.1f}", flush=True)
     try:
         wait_for(lambda: healthy(base), 120, every_s=0.5)
@@ -91,7 +94,7 @@ def main() -> None:
             context.add_init_script(MARKS)
             started = time.perf_counter()
             tabs = [opened(context, base, args.scenario, 3000 + i) for i in range(args.tabs)]
-            print(f"every tab's Run on after {time.perf_counter() - started:.1f} s (Ray started, workers warm)", flush=True)
+            print(f"every tab's Run on after {time.perf_counter() - started:.1f} s (the workers warm)", flush=True)
             marks = press_all(tabs)
             finals = [status(tab) for tab in tabs]
             alone_tab = opened(context, base, args.scenario, 4000)
@@ -107,7 +110,9 @@ def main() -> None:
     together = (max(m["ended"] for m in marks) - min(m["clicked"] for m in marks)) / 1000
     one = (alone["ended"] - alone["clicked"]) / 1000
     ideal = args.tabs * one / args.workers
-    print(f"all {args.tabs} done in {together:.1f} s; one run alone {one:.1f} s; N × one ÷ workers {ideal:.1f} s; "
+    first = f"{(alone['first'] - alone['clicked']) / 1000:.2f} s" if alone["first"] else "none"
+    print(f"all {args.tabs} done in {together:.1f} s; one run alone {one:.1f} s (first plot {first}); "
+          f"N × one ÷ workers {ideal:.1f} s; "
           f"ratio {together / ideal:.2f}×; load average after {os.getloadavg()[0]:.1f}")
 
 
