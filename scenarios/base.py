@@ -33,6 +33,7 @@ __all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Ma
            "STATUSES", "Scenario", "ScenarioConfig", "in_turn", "shown_by", "together", "view_field"]
 
 STATUSES = ("finished", "diverged", "stopped", "failed")
+LIVE_STATUSES = ("running", "incomplete")  # a run written as it goes (a watched one): going on, or its script was killed
 
 
 # --- what a page needs to know before Run --------------------------------------------------
@@ -87,6 +88,8 @@ class Scenario:
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
+    listed: ClassVar[bool] = True            # False: registered (its runs are drawn and explained) but trained
+                                             # elsewhere, so not in the gallery, `list` or `run` (scenarios/watched/)
 
     # --- to implement -------------------------------------------------------------
     def phases(self, config: ScenarioConfig) -> list[list[Arm]]:

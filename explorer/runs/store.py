@@ -14,7 +14,9 @@ NULL exactly when it is not finite, and its `nonfinite` column says which it was
 'inf', '-inf'); reading puts the float back. (Schema 1 had `value REAL NOT NULL`, so one
 NaN made a run unsaveable; opening a schema-1 store migrates it, in one transaction.)
 A run may be given a name (the Runs page); schema 3 added the column, and opening a schema-1
-or schema-2 store adds it, empty, in the same transaction.
+or schema-2 store adds it, empty, in the same transaction. A run watched in a person's own script
+is the one exception to "written at its end": it grows while it goes (explorer/runs/growing.py),
+and reads as `running` while its writer lives, `incomplete` once it was killed.
 """
 import hashlib
 import itertools
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.runs.liveness import LIVE, RUNNING, settled
 from explorer.runs.store_schema import MIGRATE_1_TO_2, MIGRATE_2_TO_3, SCHEMA, SCHEMA_VERSION
 
 COMPLETE = ("finished", "diverged")  # statuses whose result can be served again
@@ -190,9 +193,10 @@ class RunStore:
         with self._connect() as db:
             frame = pd.read_sql_query("SELECT arm, step, metric, value, nonfinite FROM records WHERE run_id = ? "
                                       "ORDER BY rowid", db, params=(run_id,))
+            status = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         nonfinite = frame.pop("nonfinite")
         frame["value"] = frame["value"].astype(float).mask(nonfinite.notna(), nonfinite.map(NONFINITE))
-        if len(frame):  # an unknown run id reads as no rows: not kept
+        if len(frame) and status and status[0] != RUNNING:  # an unknown run id, or a run still growing: not kept
             self._keep(run_id, frame)
         return frame.copy(deep=False)
 
@@ -209,12 +213,14 @@ class RunStore:
         return [dict(zip(("arm", "step", "kind", "message"), row)) for row in rows]
 
     def list_runs(self, scenario: str | None = None, limit: int = 200, status: str | None = None) -> list[StoredRun]:
-        """The newest runs first, of one scenario and one status when given."""
-        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", status)) if value]
+        """The newest runs first, of one scenario and one status when given (`running` and
+        `incomplete` are both written `running`: which one a run is, is read when it is read)."""
+        written = RUNNING if status in LIVE else status
+        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", written)) if value]
         query = f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
         with self._connect() as db:
             rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
-        return [_stored(row) for row in rows]
+        return [stored for stored in map(_stored, rows) if status is None or stored.status == status]
 
     def count(self, scenario: str | None = None) -> int:
         query, params = "SELECT COUNT(*) FROM runs", ()
@@ -256,5 +262,6 @@ def _script(db: sqlite3.Connection, sql: str) -> None:
 
 def _stored(row: tuple) -> StoredRun:
     run_id, scenario, config_json, _key, code_version, status, created_at, duration_s, summary_json, error, name = row
-    return StoredRun(run_id, scenario, json.loads(config_json), code_version, status, created_at, duration_s,
-                     json.loads(summary_json), error, name)
+    summary = json.loads(summary_json)
+    return StoredRun(run_id, scenario, json.loads(config_json), code_version,
+                     settled(status, summary, created_at, duration_s), created_at, duration_s, summary, error, name)

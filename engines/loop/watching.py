@@ -1,0 +1,249 @@
+"""Watching a person's own training loop: per-module statistics by hooks, on logged steps only.
+
+`ModuleWatch(model, optimizer, every, record)` needs nothing from the loop it watches. It measures
+every module that owns trainable parameters (engines/loop/model_parts.py), through hooks:
+
+- the optimizer's step post-hook is the clock: it counts optimizer steps, and after the step
+  before a logged one it arms the measuring hooks; that one Python call is all that runs
+  between logged steps;
+- forward hooks keep each module's output of the last forward pass run with gradients on (an
+  evaluation pass under `no_grad` is not taken for training);
+- the optimizer's step pre-hook reads every weight gradient as the step will use it: after
+  gradient accumulation, after DDP's all-reduce, after `GradScaler.unscale_` (gradients still
+  scaled — a fused optimizer unscales inside its step — have their norms divided by the scale):
+  one fused `torch._foreach_norm`, squares summed per module in float64; and it copies the
+  weights (one fused `_foreach_mul`) to measure the step against;
+- the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (float32 norms, fused), the
+  outputs' std, the fraction of output units ≤ 0 on the whole batch and, per unit, whether it
+  was ever > 0 on a logged batch; all of it, with everything the loop handed to `scalar` since
+  the last transfer (its loss at every step), goes to the host in one `.tolist()`.
+
+Between logged steps no forward or pre-step hook exists, so the model runs its plain path. A
+model compiled with `torch.compile` runs its own graph, where forward hooks added later never
+run (dynamo does not guard on them): activation statistics are then left out, and `notes` says
+so; gradients and updates are read outside the graph and still measured.
+"""
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from engines.loop.model_parts import Layer, WatchError, checked_every, first_tensor, is_compiled, trainable_modules
+from engines.loop.probes import layer_name
+
+Record = Callable[[int, dict[str, float]], None]  # (step, metrics) for each step with values
+
+
+def _units_last(output: torch.Tensor, conv: bool) -> torch.Tensor:
+    """(rows, units): channels are the units of a convolution's output, the last dim otherwise."""
+    if output.dim() < 2:
+        return output.reshape(1, -1)
+    if conv:
+        output = output.movedim(1, -1)
+    return output.reshape(-1, output.shape[-1])
+
+
+class ModuleWatch:
+    """Hooks on `model` and `optimizer` that measure each logged step (every `every`-th optimizer
+    step, the first included) and hand `record(step, metrics)` plain floats."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, every: int, record: Record, *,
+                 activations: bool = True, scaler=None) -> None:
+        modules = self.check(model, optimizer)
+        self.every, self.record = checked_every(every), record
+        self.layers = [layer for layer, _, _ in modules]
+        self._names = [layer_name(i) for i in range(len(modules))]  # layer_01 …: the per-layer records' names
+        self._modules = [module for _, module, _ in modules]
+        self._conv = [layer.kind.startswith("Conv") for layer in self.layers]
+        self.params = [p for _, _, params in modules for p in params]
+        self._values = [p.detach() for p in self.params]  # aliases: in-place optimizer steps show through
+        self.device = self.params[0].device
+        self._owner = torch.tensor([i for i, (_, _, params) in enumerate(modules) for _ in params], device=self.device)
+        self.compiled = is_compiled(model)
+        self.activations = activations and not self.compiled
+        self.notes = [] if activations == self.activations else [
+            "torch.compile: activation statistics are not measured (forward hooks added to a compiled model do "
+            "not run inside its graph); gradient norms and update ratios are read outside it"]
+        self.optimizer, self.scaler, self.step = optimizer, scaler, 0
+        self._outputs: list[torch.Tensor | None] = [None] * len(modules)
+        self._alive: torch.Tensor | None = None  # per unit of every module: > 0 on some logged batch
+        self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
+        self._measured: dict[str, torch.Tensor] = {}
+        self._before: list[torch.Tensor] | None = None
+        self._armed: list = []
+        self._clock = optimizer.register_step_post_hook(self._after_step)
+        self._arm()
+
+    @staticmethod
+    def check(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[tuple[Layer, nn.Module, list]]:
+        """The modules to watch, or a WatchError saying why there are none."""
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise WatchError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if not isinstance(model, nn.Module):
+            raise WatchError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if next(iter(model.parameters()), None) is None:
+            raise WatchError("the model has no parameters: there is nothing to watch")
+        modules = trainable_modules(model)
+        if not modules:
+            raise WatchError("every parameter of the model is frozen (requires_grad=False): nothing trains, "
+                             "so there is nothing to watch")
+        return modules
+
+    # --- what the loop hands over ------------------------------------------------------------------
+    def scalar(self, step: int, name: str, value: float | torch.Tensor) -> None:
+        """A value of `step` (the loss) to record; a tensor stays on its device until the next transfer."""
+        self._scalars.append((step, name, value.detach() if isinstance(value, torch.Tensor) else float(value)))
+
+    def flush(self) -> None:
+        """Move every buffered value to the host now (the end of a run)."""
+        self._transfer(None, {})
+
+    def close(self) -> None:
+        self._disarm()
+        self._clock.remove()
+
+    # --- the hooks --------------------------------------------------------------------------------
+    def _arm(self) -> None:
+        if self._armed:
+            return
+        self._armed.append(self.optimizer.register_step_pre_hook(self._before_step))
+        if self.activations:
+            self._armed += [module.register_forward_hook(self._forward_hook(i)) for i, module in enumerate(self._modules)]
+
+    def _disarm(self) -> None:
+        for handle in self._armed:
+            handle.remove()
+        self._armed = []
+        self._outputs = [None] * len(self._outputs)
+
+    def _forward_hook(self, index: int):
+        def hook(module: nn.Module, inputs: tuple, output) -> None:
+            if not torch.is_grad_enabled():
+                return
+            output = first_tensor(output)
+            if output is None or not output.is_floating_point():
+                return
+            self._outputs[index] = output.detach()  # the last training pass before the step wins
+        return hook
+
+    def _before_step(self, optimizer, args, kwargs) -> None:
+        grads = [p.grad if p.grad is not None else p.new_zeros(()) for p in self.params]
+        # float64 sums: a float32 sum of squares underflows to 0 below ~1e-19 (a vanished gradient)
+        grad_norms = self._per_module(torch._foreach_norm(grads, 2, dtype=torch.float64))[0]
+        scale = self._scale_of_grads(optimizer)
+        if scale is not None:  # the gradients are still scaled: the norms as the step will use them
+            grad_norms = grad_norms / scale.double().to(grad_norms.device)
+        self._before = torch._foreach_mul(self._values, 1.0)  # one fused copy of every weight
+        self._weight_norms = torch._foreach_norm(self._before)
+        self._measured = {"grad_norm": grad_norms}
+
+    def _scale_of_grads(self, optimizer) -> torch.Tensor | None:
+        """The loss scale the gradients still carry: a fused optimizer that unscales inside its step is
+        handed it (`optimizer.grad_scale`, set by GradScaler.step); a loop that steps without
+        `unscale_` leaves the scaler's own. None: they are unscaled (GradScaler.step unscales first)."""
+        scale = getattr(optimizer, "grad_scale", None)
+        if isinstance(scale, torch.Tensor):
+            return scale
+        if self.scaler is None or not self.scaler.is_enabled():
+            return None
+        stage = self.scaler._per_optimizer_states[id(optimizer)].get("stage")
+        return self.scaler._scale if getattr(stage, "name", "") == "READY" else None
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        step, self.step = self.step, self.step + 1
+        if step % self.every == 0 and self._measured:
+            torch._foreach_sub_(self._before, self._values)  # now W_before − W_after = −ΔW, in place
+            weights, moved = self._per_module(self._weight_norms + torch._foreach_norm(self._before))
+            self._before = self._weight_norms = None
+            measured = {**self._measured, "weight_norm": weights, "update_ratio": moved / weights}
+            self._measured = {}
+            if self.scaler is not None and self.scaler.is_enabled() and self.scaler._scale is not None:
+                self.scalar(step, "loss_scale", self.scaler._scale)
+            self._transfer(step, {**measured, **self._activation_stats()})
+        if self.step % self.every == 0:
+            self._arm()
+        elif self._armed:
+            self._disarm()
+
+    # --- measuring ----------------------------------------------------------------------------------
+    def _per_module(self, norms: list[torch.Tensor]) -> torch.Tensor:
+        """Per-parameter norms (k lists of every parameter's, concatenated) -> (k, modules): √Σ‖p‖² over
+        each module's own parameters, summed in float64."""
+        squares = torch.stack(norms).to(self.device, torch.float64).reshape(-1, len(self.params)) ** 2
+        return torch.zeros(len(squares), len(self.layers), dtype=torch.float64, device=self.device).index_add_(
+            1, self._owner, squares).sqrt()
+
+    def _activation_stats(self) -> dict[str, tuple[torch.Tensor, list[int]]]:
+        """Of the modules whose forward hook ran: the output's std, the fraction of its units ≤ 0 on
+        every row of the batch and of those never > 0 on any logged batch, and ‖∂L/∂output‖ — each
+        with the modules it covers. Same-shaped outputs are stacked and measured at once."""
+        taken = [i for i, out in enumerate(self._outputs) if out is not None]
+        if not taken:
+            return {}
+        flat = {i: _units_last(self._outputs[i], self._conv[i]) for i in taken}
+        groups: dict[tuple, list[int]] = {}
+        for i in taken:
+            groups.setdefault((tuple(flat[i].shape), flat[i].dtype), []).append(i)
+        order, spreads, highest = [], [], {}
+        for members in groups.values():
+            stacked = torch.stack([flat[i] for i in members]).float()  # (modules, rows, units)
+            centered = stacked - stacked.mean(dim=(1, 2), keepdim=True)
+            # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
+            spreads.append(torch.linalg.vector_norm(centered.flatten(1), dim=1) / max(1, stacked[0].numel() - 1) ** 0.5)
+            order += members
+            highest.update(zip(members, stacked.amax(dim=1)))  # (units,) each: the unit's largest output
+        stats = {"act_std": (torch.cat(spreads), order), **self._dead_fractions(highest)}
+        self._outputs = [None] * len(self._outputs)  # no batch of activations is held between logged steps
+        return stats
+
+    def _dead_fractions(self, highest: dict[int, torch.Tensor]) -> dict[str, tuple[torch.Tensor, list[int]]]:
+        """Per module: the fraction of units ≤ 0 on every row of this batch, and of units never > 0 on
+        any logged batch so far (kept per unit, as one flat mask over every module's units)."""
+        if self._alive is None:
+            self._widths = {i: top.numel() for i, top in highest.items()}
+            self._alive = torch.zeros(sum(self._widths.values()), dtype=torch.bool, device=self.device)
+            owners = [k for k, width in enumerate(self._widths.values()) for _ in range(width)]
+            self._unit_owner = torch.tensor(owners, device=self.device)
+            self._unit_counts = torch.tensor(list(self._widths.values()), dtype=torch.float64, device=self.device)
+        if set(highest) != set(self._widths) or any(highest[i].numel() != self._widths[i] for i in highest):
+            return {}  # a module missing from this pass, or of another width: no per-unit history to add to
+        top = torch.cat([highest[i].to(self.device) for i in self._widths])
+        self._alive |= top > 0
+        modules = list(self._widths)
+
+        def share(units: torch.Tensor) -> torch.Tensor:
+            return torch.zeros_like(self._unit_counts).index_add_(0, self._unit_owner, units.double()) / self._unit_counts
+
+        return {"frac_dead": (share(top <= 0), modules), "frac_dead_always": (share(~self._alive), modules)}
+
+    def _transfer(self, step: int | None, per_module: dict) -> None:
+        """One host transfer: the buffered scalars and this step's per-module values (a tensor, or a
+        tensor and the modules it covers); then `record` once per step that has values."""
+        scalars, self._scalars = self._scalars, []
+        tensors = [value for _, _, value in scalars if isinstance(value, torch.Tensor)]
+        kinds = {kind: value if isinstance(value, tuple) else (value, range(len(self.layers)))
+                 for kind, value in per_module.items()}
+        parts = [tensor.to(self.device, torch.float64) for tensor, _ in kinds.values()]
+        if tensors:
+            parts.append(torch.stack([t.to(self.device, torch.float64).mean() for t in tensors]))
+        numbers = iter(torch.cat(parts).tolist() if parts else [])
+        rows: dict[int, dict[str, float]] = {}
+        weights: dict[int, float] = {}
+        for kind, (_, modules) in kinds.items():
+            for i in modules:
+                value = next(numbers)
+                if kind == "weight_norm":
+                    weights[i] = value
+                if kind != "update_ratio" or weights.get(i) != 0.0:  # a step from all-zero weights has no ratio
+                    rows.setdefault(step, {})[f"{kind}/{self._names[i]}"] = value
+        if step is not None:
+            rows.setdefault(step, {})["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        logged: dict[tuple[int, str], list[float]] = {}
+        for at, name, value in scalars:
+            logged.setdefault((at, name), []).append(next(numbers) if isinstance(value, torch.Tensor) else value)
+        for (at, name), values in logged.items():  # several micro-batches of one step: their mean
+            rows.setdefault(at, {})[name] = math.fsum(values) / len(values) if all(map(math.isfinite, values)) \
+                else next(v for v in values if not math.isfinite(v))
+        for at in sorted(rows):
+            self.record(at, rows[at])
