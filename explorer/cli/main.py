@@ -24,6 +24,7 @@ from explorer.plaintext import one_line
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
 STATUSES = ("finished", "diverged", "stopped", "failed")
+LIVE_STATUSES = ("running", "incomplete")  # scenarios.base.LIVE_STATUSES: a watched run going on, or killed
 CLOSED_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
 
@@ -86,14 +87,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     stored = store.get(args.run_id)
     if stored is None:
         raise UsageError(f"no run {args.run_id!r} in {store.path} (list them with: {args.prog} runs)")
-    scenario = scenario_named(stored.scenario)
+    scenario = scenario_named(stored.scenario, runnable=False)
     config = scenario.validate(stored.config)
     explanation = scenario.explain(store.frame(stored.run_id), config)
     if args.json:
         print_json({**run_json(stored), "summary": stored.summary, "events": store.events(stored.run_id),
                     "explanation": explanation_json(explanation)})
         return 0
-    print(f"run {stored.run_id}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
+    named = f" ({one_line(stored.name)})" if stored.name else ""
+    print(f"run {stored.run_id}{named}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
           f"{when(stored.created_at)}, code {stored.code_version}")
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
@@ -149,7 +151,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
     runs = commands.add_parser("runs", help="list the stored runs, newest first")
     runs.add_argument("--scenario", help="only this scenario's runs")
-    runs.add_argument("--status", choices=STATUSES, help="only runs that ended so")
+    runs.add_argument("--status", choices=(*STATUSES, *LIVE_STATUSES),
+                      help="only runs that ended so (running, incomplete: runs watched in your own script)")
     runs.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
     runs.set_defaults(func=cmd_runs)
     for command in (listing, run, show, runs):

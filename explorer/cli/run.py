@@ -146,13 +146,19 @@ def checked_out(text: str | None) -> Path | None:
     return out
 
 
-def scenario_named(scenario_id: str):
-    """The registered scenario, or a usage error naming the known ones."""
-    from scenarios import get_scenario
+def scenario_named(scenario_id: str, runnable: bool = True):
+    """The registered scenario, or a usage error naming the known ones. `runnable`: one a person picks
+    and runs (not `watched`, whose runs come from a person's own script)."""
+    from scenarios import all_scenarios, get_scenario
     try:
-        return get_scenario(scenario_id)
-    except KeyError as error:
-        raise UsageError(error.args[0]) from None
+        scenario = get_scenario(scenario_id)
+    except KeyError:
+        known = ", ".join(s.id for s in all_scenarios())
+        raise UsageError(f"unknown scenario {scenario_id!r}; known: {known}") from None
+    if runnable and not scenario.listed:
+        raise UsageError(f"{scenario_id!r} runs come from your own training script (from explorer import watch), "
+                         f"not from here; list them with: runs --scenario {scenario_id}")
+    return scenario
 
 
 def cmd_run(args: argparse.Namespace) -> int:

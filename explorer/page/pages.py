@@ -1,4 +1,5 @@
-"""The navigation: a gallery home, a Runs page, the Glossary, and one page per registered scenario.
+"""The navigation: a gallery home, a Runs page, "Your runs" (runs watched in a person's own script,
+explorer/page/watched_page.py), the Glossary, and one page per listed scenario.
 
 Every scenario page is the same generated page (`explorer.page.scenario_page`), so a new
 scenario module gets its page, URL, presets, overlays, seeds and exports without UI code.
@@ -14,6 +15,7 @@ from explorer.page.runs_page import render_runs
 from explorer.page.scenario_page import render_scenario
 from explorer.page.topics import by_topic
 from explorer.page.url import mark_page
+from explorer.page.watched_page import render_watched
 from scenarios import all_scenarios
 from scenarios.base import Scenario
 
@@ -33,13 +35,18 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
 
     def runs() -> None:
         mark_page("runs")
-        render_runs(scenario_pages)
+        render_runs({**scenario_pages, "watched": pages["your-runs"]})  # a watched run opens on "Your runs"
+
+    def your_runs() -> None:
+        mark_page("your-runs")
+        render_watched()
 
     def glossary() -> None:
         mark_page("glossary")
         render_glossary(scenario_pages)
 
     for name, function, title, icon in (("home", home, "Home", "home"), ("runs", runs, "Runs", "history"),
+                                        ("your-runs", your_runs, "Your runs", "monitoring"),
                                         ("glossary", glossary, "Glossary", "menu_book")):
         pages[name] = st.Page(function, title=title, icon=f":material/{icon}:", url_path=name, default=name == default)
     scenario_pages = {s.id: st.Page(_page_function(s, pages["glossary"]), title=s.title, url_path=s.id)

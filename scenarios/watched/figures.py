@@ -22,7 +22,7 @@ def name_modules(fig: go.Figure, names: list[str]) -> go.Figure:
         return fig
     every = max(1, -(-len(names) // MAX_TICKS))
     ticks = list(range(1, len(names) + 1, every))
-    fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=[f"{i} · {names[i - 1]}" for i in ticks], row=1, col=1)
+    fig.layout.yaxis.update(tickmode="array", tickvals=ticks, ticktext=[f"{i} · {names[i - 1]}" for i in ticks])
     for trace in fig.data:
         if trace.type == "heatmap" and trace.y is not None:
             rows = [names[int(y) - 1] if 0 < int(y) <= len(names) else "" for y in trace.y]
@@ -59,6 +59,8 @@ def watched_figures(records: Records, names: list[str]) -> Figures:
     return Figures({
         "loss": lambda: curves_figure(records, colors, "loss", title="Training loss (every step run.log gave)",
                                       y_title="loss"),
+        "lr": lambda: curves_figure(records, colors, "lr", title="Learning rate (param group 0)",
+                                    y_title="learning rate"),
         "grad_heatmap": lambda: heatmap("grad_norm", "log10 gradient norm, module × step (vertical bands: vanishing "
                                         "or exploding)", "log10 ‖∂L/∂θ‖"),
         "update_ratio": lambda: heatmap("update_ratio", "log10 update-to-weight ratio ‖ΔW‖/‖W‖, module × step "
@@ -68,6 +70,4 @@ def watched_figures(records: Records, names: list[str]) -> Figures:
         "dead_units": lambda: full_width(name_modules(share_heatmap(
             records, arms, "frac_dead_always", title="Units ≤ 0 on every logged batch so far (dead where a ReLU "
             "follows), module × step", z_title="share"), names)),
-        "lr": lambda: curves_figure(records, colors, "lr", title="Learning rate (param group 0)",
-                                    y_title="learning rate"),
     })
