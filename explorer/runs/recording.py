@@ -70,6 +70,8 @@ class Recorder:
 
     def flush(self, timeout: float | None = 60.0) -> bool:
         """Write what was added, now; True once the writer has tried (it may have failed: `problem`)."""
+        if not self._thread.is_alive():  # the run has ended: nothing more is written
+            return True
         done = threading.Event()
         with self._lock:
             self._waiters.append(done)
@@ -93,6 +95,7 @@ class Recorder:
             ending = self._ending
             with self._lock:
                 waiters, self._waiters = self._waiters, []
+            failed = False
             try:
                 if self._store is None:
                     self._open()
@@ -105,12 +108,13 @@ class Recorder:
                     self._ended.set()
             except Exception as error:
                 self._warn(error)
-                if not ending:
-                    self._wake.wait(RETRY_S)
+                failed = True
             for waiter in waiters:
                 waiter.set()
             if ending:
                 return
+            if failed:
+                self._wake.wait(RETRY_S)
 
     def _open(self) -> None:
         from explorer.runs.growing import begin

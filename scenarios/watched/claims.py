@@ -14,7 +14,7 @@ from scenarios.claims import Claim, fmt
 from scenarios.records import Records
 
 SPIKE_RATIO = 2.0     # a spike: the loss above twice the median of the steps before it…
-SPIKE_RISE = 0.1      # …by at least a tenth of the loss's whole range over the run
+SPIKE_RISE = 0.1      # …by at least a tenth of the loss at the start (the median of its first steps)
 SPIKE_WINDOW = 20     # the median is over the last this-many recorded steps before the rise
 SPIKE_HISTORY = 5     # and needs at least this many
 ORDER = ("act_std", "grad_norm", "update_ratio", "weight_norm")  # where a NaN shows first within a step
@@ -39,31 +39,38 @@ def last_of(arm: str, prefix: str, layer: int) -> Callable[[Records], float | No
 
 @dataclass(frozen=True)
 class Spike:
-    start: int        # the first step above SPIKE_RATIO × the median before it
+    start: int        # the step its rise began
     peak_step: int
     peak: float
-    baseline: float   # the median of the SPIKE_WINDOW recorded steps before `start`
+    baseline: float   # the median of the SPIKE_WINDOW recorded steps before `start` (> 0)
 
 
 def spikes(records: Records, arm: str, metric: str = "loss") -> list[Spike]:
     """Every episode where the loss rose above SPIKE_RATIO × its recent median (and by SPIKE_RISE of
-    its range), from the step it first did to the step it came back under (or the end)."""
+    its starting level): the step its rise began (walking back while each earlier step was lower and still above
+    the median), its peak
+    before it came back under the line, and the median of the steps before the rise began."""
     series = records.series(arm, metric)
     series = series[np.isfinite(series.to_numpy())]
     values, steps = series.to_numpy(), series.index.to_numpy()
     if len(values) <= SPIKE_HISTORY:
         return []
-    rise = SPIKE_RISE * float(values.max() - values.min())
+    rise = SPIKE_RISE * abs(float(np.median(values[:SPIKE_HISTORY])))  # a tenth of where the loss started
     found: list[Spike] = []
     i = SPIKE_HISTORY
     while i < len(values):
-        baseline = float(np.median(values[max(0, i - SPIKE_WINDOW):i]))
-        if values[i] > SPIKE_RATIO * baseline and values[i] - baseline > rise and baseline > 0:
+        line = SPIKE_RATIO * float(np.median(values[max(0, i - SPIKE_WINDOW):i]))
+        if values[i] > line > 0 and values[i] - line / SPIKE_RATIO > rise:
             end = i
-            while end + 1 < len(values) and values[end + 1] > SPIKE_RATIO * baseline:
+            while end + 1 < len(values) and values[end + 1] > line:
                 end += 1
+            start, before = i, line / SPIKE_RATIO
+            while start > 1 and before < values[start - 1] < values[start] and (
+                    not found or steps[start - 1] > found[-1].peak_step):
+                start -= 1  # back to the first step of the rise above the median
             top = i + int(np.argmax(values[i:end + 1]))
-            found.append(Spike(int(steps[i]), int(steps[top]), float(values[top]), baseline))
+            baseline = float(np.median(values[max(0, start - SPIKE_WINDOW):start]))
+            found.append(Spike(int(steps[start]), int(steps[top]), float(values[top]), baseline))
             i = end + 1 + SPIKE_HISTORY  # the next one is judged against steps after this one
         else:
             i += 1
@@ -78,9 +85,9 @@ class SpikeClaim(Claim):
 
     def __str__(self) -> str:
         s = self.spike
-        began = f"it began at step {s.start}" if s.start != s.peak_step else "in one step"
-        return (f"the loss spiked to {fmt(s.peak)} at step {s.peak_step} ({fmt(s.peak / s.baseline)}× the median "
-                f"{fmt(s.baseline)} of the steps before; {began})")
+        began = f"rising from step {s.start}" if s.start != s.peak_step else "in that one step"
+        return (f"the loss spiked to {fmt(s.peak)} at step {s.peak_step}, {began} ({fmt(s.peak / s.baseline)}× the "
+                f"median {fmt(s.baseline)} of the steps before)")
 
     def holds(self, records: Records) -> bool:
         return self.spike in spikes(records, self.arm)
