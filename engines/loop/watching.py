@@ -11,9 +11,11 @@ every module that owns trainable parameters (engines/loop/model_parts.py), throu
 - the optimizer's step pre-hook reads every weight gradient as the step will use it: after
   gradient accumulation, after DDP's all-reduce, after `GradScaler.unscale_` (gradients still
   scaled — a fused optimizer unscales inside its step — have their norms divided by the scale):
-  one fused `torch._foreach_norm`, squares summed per module in float64; and it copies the
-  weights (one fused `_foreach_mul`) to measure the step against;
-- the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (float32 norms, fused), the
+  one fused `torch._foreach_norm` in float32 (a norm that comes out ≤ `TINY`, where squares may
+  have underflowed, is summed again in float64 before it is recorded); and it copies the weights
+  (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept when every ≤ `KEEP_COPY`);
+- the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (norms fused; every kind summed
+  per module in float64 at once), the
   outputs' std, the fraction of output units ≤ 0 on the whole batch and, per unit, whether it
   was ever > 0 on a logged batch; all of it, with everything the loop handed to `scalar` since
   the last transfer (its loss at every step), goes to the host in one `.tolist()`.
@@ -33,6 +35,8 @@ from engines.loop.model_parts import Layer, WatchError, checked_every, first_ten
 from engines.loop.probes import layer_name
 
 Record = Callable[[int, dict[str, float]], None]  # (step, metrics) for each step with values
+TINY = 1e-18    # a float32 norm this small may have underflowed (squares below ~1e-38): redone in float64
+KEEP_COPY = 2   # at every ≤ this, the copy of the weights is kept between logged steps (no allocation a step)
 
 
 def _units_last(output: torch.Tensor, conv: bool) -> torch.Tensor:
@@ -54,12 +58,14 @@ class ModuleWatch:
         self.every, self.record = checked_every(every), record
         self.layers = [layer for layer, _, _ in modules]
         self._names = [layer_name(i) for i in range(len(modules))]  # layer_01 …: the per-layer records' names
+        self._metric_names: dict[str, list[str]] = {}
         self._modules = [module for _, module, _ in modules]
         self._conv = [layer.kind.startswith("Conv") for layer in self.layers]
         self.params = [p for _, _, params in modules for p in params]
         self._values = [p.detach() for p in self.params]  # aliases: in-place optimizer steps show through
         self.device = self.params[0].device
-        self._owner = torch.tensor([i for i, (_, _, params) in enumerate(modules) for _ in params], device=self.device)
+        self._owners = [i for i, (_, _, params) in enumerate(modules) for _ in params]
+        self._owner = torch.tensor(self._owners, device=self.device)
         self.compiled = is_compiled(model)
         self.activations = activations and not self.compiled
         self.notes = [] if activations == self.activations else [
@@ -68,9 +74,11 @@ class ModuleWatch:
         self.optimizer, self.scaler, self.step = optimizer, scaler, 0
         self._outputs: list[torch.Tensor | None] = [None] * len(modules)
         self._alive: torch.Tensor | None = None  # per unit of every module: > 0 on some logged batch
+        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype)
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
-        self._measured: dict[str, torch.Tensor] = {}
-        self._before: list[torch.Tensor] | None = None
+        self._measured = False
+        self._before: list[torch.Tensor] | None = None  # the weights before the step being measured
+        self._scale: torch.Tensor | None = None
         self._armed: list = []
         self._clock = optimizer.register_step_post_hook(self._after_step)
         self._arm()
@@ -129,14 +137,14 @@ class ModuleWatch:
 
     def _before_step(self, optimizer, args, kwargs) -> None:
         grads = [p.grad if p.grad is not None else p.new_zeros(()) for p in self.params]
-        # float64 sums: a float32 sum of squares underflows to 0 below ~1e-19 (a vanished gradient)
-        grad_norms = self._per_module(torch._foreach_norm(grads, 2, dtype=torch.float64))[0]
-        scale = self._scale_of_grads(optimizer)
-        if scale is not None:  # the gradients are still scaled: the norms as the step will use them
-            grad_norms = grad_norms / scale.double().to(grad_norms.device)
-        self._before = torch._foreach_mul(self._values, 1.0)  # one fused copy of every weight
-        self._weight_norms = torch._foreach_norm(self._before)
-        self._measured = {"grad_norm": grad_norms}
+        self._grad_norms = torch._foreach_norm(grads, 2, dtype=torch.float32)  # tiny ones redone in float64 later
+        self._scale = self._scale_of_grads(optimizer)
+        if self._before is not None:  # kept from the last logged step: refilled in place
+            torch._foreach_copy_(self._before, self._values)
+        else:
+            self._before = torch._foreach_mul(self._values, 1.0)  # one fused copy of every weight
+        self._weight_norms = torch._foreach_norm(self._before, 2, dtype=torch.float32)
+        self._measured = True
 
     def _scale_of_grads(self, optimizer) -> torch.Tensor | None:
         """The loss scale the gradients still carry: a fused optimizer that unscales inside its step is
@@ -154,17 +162,32 @@ class ModuleWatch:
         step, self.step = self.step, self.step + 1
         if step % self.every == 0 and self._measured:
             torch._foreach_sub_(self._before, self._values)  # now W_before − W_after = −ΔW, in place
-            weights, moved = self._per_module(self._weight_norms + torch._foreach_norm(self._before))
-            self._before = self._weight_norms = None
-            measured = {**self._measured, "weight_norm": weights, "update_ratio": moved / weights}
-            self._measured = {}
+            grads, weights, moved = self._per_module(
+                self._grad_norms + self._weight_norms + torch._foreach_norm(self._before, 2, dtype=torch.float32))
+            if self._scale is not None:  # the gradients are still scaled: the norms as the step will use them
+                grads = grads / self._scale.double().to(grads.device)
+            if self.every > KEEP_COPY:
+                self._before = None
+            self._measured = False
             if self.scaler is not None and self.scaler.is_enabled() and self.scaler._scale is not None:
                 self.scalar(step, "loss_scale", self.scaler._scale)
-            self._transfer(step, {**measured, **self._activation_stats()})
+            self._transfer(step, {"grad_norm": grads, "weight_norm": weights, "update_ratio": moved / weights,
+                                  **self._activation_stats()})
         if self.step % self.every == 0:
             self._arm()
         elif self._armed:
             self._disarm()
+
+    def _refined(self, modules: list[int]) -> list[float]:
+        """Gradient norms of `modules` summed in float64: where a float32 norm came out ≤ TINY, its squares
+        may have underflowed (a vanished gradient). A second transfer, only then."""
+        norms = []
+        for module in modules:
+            grads = [p.grad for p, owner in zip(self.params, self._owners) if owner == module and p.grad is not None]
+            total = torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float64)).pow(2).sum().sqrt() if grads \
+                else torch.zeros((), dtype=torch.float64)
+            norms.append(total / self._scale.double() if self._scale is not None else total)
+        return torch.stack(norms).tolist()
 
     # --- measuring ----------------------------------------------------------------------------------
     def _per_module(self, norms: list[torch.Tensor]) -> torch.Tensor:
@@ -186,13 +209,20 @@ class ModuleWatch:
         for i in taken:
             groups.setdefault((tuple(flat[i].shape), flat[i].dtype), []).append(i)
         order, spreads, highest = [], [], {}
-        for members in groups.values():
-            stacked = torch.stack([flat[i] for i in members]).float()  # (modules, rows, units)
-            centered = stacked - stacked.mean(dim=(1, 2), keepdim=True)
-            # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
-            spreads.append(torch.linalg.vector_norm(centered.flatten(1), dim=1) / max(1, stacked[0].numel() - 1) ** 0.5)
-            order += members
+        kept = {}
+        for key, members in groups.items():
+            stacked = self._stacked.get(key)
+            if stacked is None or stacked.shape[0] != len(members):
+                stacked = torch.empty((len(members), *key[0]), dtype=key[1], device=self.device)
+            torch.stack([flat[i] for i in members], out=stacked)  # (modules, rows, units), our own copy
+            kept[key] = stacked
+            stacked = stacked.float()
             highest.update(zip(members, stacked.amax(dim=1)))  # (units,) each: the unit's largest output
+            stacked -= stacked.mean(dim=(1, 2), keepdim=True)  # centred in place
+            # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
+            spreads.append(torch.linalg.vector_norm(stacked.flatten(1), dim=1) / max(1, stacked[0].numel() - 1) ** 0.5)
+            order += members
+        self._stacked = kept if self.every <= KEEP_COPY else {}  # reused next step (allocation-free) when it comes soon
         stats = {"act_std": (torch.cat(spreads), order), **self._dead_fractions(highest)}
         self._outputs = [None] * len(self._outputs)  # no batch of activations is held between logged steps
         return stats
@@ -228,15 +258,20 @@ class ModuleWatch:
         if tensors:
             parts.append(torch.stack([t.to(self.device, torch.float64).mean() for t in tensors]))
         numbers = iter(torch.cat(parts).tolist() if parts else [])
-        rows: dict[int, dict[str, float]] = {}
+        rows: dict[int, dict[str, float]] = {step: {}} if step is not None else {}
         weights: dict[int, float] = {}
         for kind, (_, modules) in kinds.items():
-            for i in modules:
-                value = next(numbers)
-                if kind == "weight_norm":
-                    weights[i] = value
+            names = self._metric_names.get(kind) or self._metric_names.setdefault(
+                kind, [f"{kind}/{name}" for name in self._names])
+            values = [next(numbers) for _ in modules]
+            if kind == "grad_norm" and any(0 <= v <= TINY for v in values):
+                tiny = [i for i, v in zip(modules, values) if 0 <= v <= TINY]
+                values = [dict(zip(tiny, self._refined(tiny))).get(i, v) for i, v in zip(modules, values)]
+            if kind == "weight_norm":
+                weights = dict(zip(modules, values))
+            for i, value in zip(modules, values):
                 if kind != "update_ratio" or weights.get(i) != 0.0:  # a step from all-zero weights has no ratio
-                    rows.setdefault(step, {})[f"{kind}/{self._names[i]}"] = value
+                    rows[step][names[i]] = value
         if step is not None:
             rows.setdefault(step, {})["lr"] = float(self.optimizer.param_groups[0]["lr"])
         logged: dict[tuple[int, str], list[float]] = {}

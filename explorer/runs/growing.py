@@ -10,6 +10,7 @@ A running row names the process that writes it; a reader that finds that process
 run as `incomplete` (explorer/runs/liveness.py): nothing has to clean up after a killed script.
 """
 import json
+import math
 import time
 import uuid
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from explorer.runs.liveness import RUNNING, writer_identity
-from explorer.runs.store import RUN_COLUMNS, RunStore, _record_rows, canonical, result_key
+from explorer.runs.store import RUN_COLUMNS, RunStore, canonical, result_key
 
 def begin(store: RunStore, scenario: str, config: dict[str, Any], code_version: str, name: str | None) -> str:
     """Add a running run's row (no records yet); its run id."""
@@ -33,11 +34,10 @@ def begin(store: RunStore, scenario: str, config: dict[str, Any], code_version: 
 def append(store: RunStore, run_id: str, rows: list[tuple[str, int, str, float]],
            events: list[dict[str, Any]] = ()) -> None:
     """Records and events of a running run, and its heartbeat, in one transaction."""
-    frame = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"]).astype({"value": float})
     with store._connect() as db:
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", _record_rows(run_id, frame))
+            db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", _record_values(run_id, rows))
             db.executemany("INSERT INTO events VALUES (?,?,?,?,?)",
                            ((run_id, e["arm"], e["step"], e["kind"], e["message"]) for e in events))
             db.execute("UPDATE runs SET duration_s = ? - created_at WHERE run_id = ?", (time.time(), run_id))
@@ -45,6 +45,16 @@ def append(store: RunStore, run_id: str, rows: list[tuple[str, int, str, float]]
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+
+def _record_values(run_id: str, rows: list[tuple[str, int, str, float]]):
+    """The records table's rows (as explorer/runs/store.py writes them: a non-finite value as NULL and its
+    kind), straight from the tuples: no frame is built for a flush (the writer shares the GIL with training)."""
+    for arm, step, metric, value in rows:
+        if math.isfinite(value):
+            yield run_id, arm, step, metric, value, None
+        else:
+            yield run_id, arm, step, metric, None, "nan" if value != value else ("inf" if value > 0 else "-inf")
 
 
 def end(store: RunStore, run_id: str, status: str, summary: dict[str, Any], error: str | None = None) -> None:
