@@ -203,3 +203,19 @@ def test_a_model_or_setting_that_cannot_be_watched_is_one_clear_error(case: str,
     with pytest.raises(WatchError) as raised:
         ModuleWatch(model, optimizer, every, Recorded())
     assert message in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
+
+
+def test_a_vanished_gradient_below_float32s_reach_is_summed_in_float64() -> None:
+    """Sigmoid at depth 40: module 1's gradient elements are so small that their float32 squares are 0; the
+    recorded norm is the float64 one (nonzero, equal to the hand-computed norm), not 0."""
+    model, records = mlp(depth=40, act=nn.Sigmoid), Recorded()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    watch = ModuleWatch(model, optimizer, 1, records)
+    x, y = next(batches(1))
+    nn.functional.cross_entropy(model(x), y).backward()
+    expected = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in model[0].parameters()))
+    in_float32 = float(torch.stack([p.grad.norm() for p in model[0].parameters()]).norm())
+    optimizer.step()
+    watch.close()
+    assert in_float32 == 0.0 < expected, f"float32 norm {in_float32}, float64 {expected:.3e}"
+    assert records[0]["grad_norm/layer_01"] == pytest.approx(expected, rel=1e-9)

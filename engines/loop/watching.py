@@ -65,7 +65,8 @@ class ModuleWatch:
         self._values = [p.detach() for p in self.params]  # aliases: in-place optimizer steps show through
         self.device = self.params[0].device
         self._owners = [i for i, (_, _, params) in enumerate(modules) for _ in params]
-        self._owner = torch.tensor(self._owners, device=self.device)
+        self._membership = torch.zeros(len(self.params), len(modules), dtype=torch.float64, device=self.device)
+        self._membership[torch.arange(len(self.params)), torch.tensor(self._owners)] = 1.0  # parameter -> its module
         self.compiled = is_compiled(model)
         self.activations = activations and not self.compiled
         self.notes = [] if activations == self.activations else [
@@ -73,8 +74,8 @@ class ModuleWatch:
             "not run inside its graph); gradient norms and update ratios are read outside it"]
         self.optimizer, self.scaler, self.step = optimizer, scaler, 0
         self._outputs: list[torch.Tensor | None] = [None] * len(modules)
-        self._alive: torch.Tensor | None = None  # per unit of every module: > 0 on some logged batch
-        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype)
+        self._alive: dict[tuple, torch.Tensor] = {}  # (modules, units) -> per unit: > 0 on some logged batch
+        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype, count)
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._measured = False
         self._before: list[torch.Tensor] | None = None  # the weights before the step being measured
@@ -193,59 +194,38 @@ class ModuleWatch:
     def _per_module(self, norms: list[torch.Tensor]) -> torch.Tensor:
         """Per-parameter norms (k lists of every parameter's, concatenated) -> (k, modules): √Σ‖p‖² over
         each module's own parameters, summed in float64."""
-        squares = torch.stack(norms).to(self.device, torch.float64).reshape(-1, len(self.params)) ** 2
-        return torch.zeros(len(squares), len(self.layers), dtype=torch.float64, device=self.device).index_add_(
-            1, self._owner, squares).sqrt()
+        squares = torch.stack(norms).to(self.device, torch.float64).view(-1, len(self.params)).square_()
+        return (squares @ self._membership).sqrt_()  # (k, params) @ (params, modules): the sums per module
 
     def _activation_stats(self) -> dict[str, tuple[torch.Tensor, list[int]]]:
-        """Of the modules whose forward hook ran: the output's std, the fraction of its units ≤ 0 on
-        every row of the batch and of those never > 0 on any logged batch, and ‖∂L/∂output‖ — each
-        with the modules it covers. Same-shaped outputs are stacked and measured at once."""
-        taken = [i for i, out in enumerate(self._outputs) if out is not None]
-        if not taken:
-            return {}
-        flat = {i: _units_last(self._outputs[i], self._conv[i]) for i in taken}
+        """Of the modules whose forward hook ran, with the modules each value covers: the output's std, the
+        share of its units ≤ 0 on every row of the batch, and the share never > 0 on any logged batch
+        (kept per unit). Same-shaped outputs are stacked and measured at once."""
+        outputs, self._outputs = self._outputs, [None] * len(self._outputs)  # none held between logged steps
+        flat = {i: _units_last(out, self._conv[i]) for i, out in enumerate(outputs) if out is not None}
         groups: dict[tuple, list[int]] = {}
-        for i in taken:
-            groups.setdefault((tuple(flat[i].shape), flat[i].dtype), []).append(i)
-        order, spreads, highest = [], [], {}
-        kept = {}
-        for key, members in groups.items():
-            stacked = self._stacked.get(key)
-            if stacked is None or stacked.shape[0] != len(members):
-                stacked = torch.empty((len(members), *key[0]), dtype=key[1], device=self.device)
-            torch.stack([flat[i] for i in members], out=stacked)  # (modules, rows, units), our own copy
-            kept[key] = stacked
-            stacked = stacked.float()
-            highest.update(zip(members, stacked.amax(dim=1)))  # (units,) each: the unit's largest output
-            stacked -= stacked.mean(dim=(1, 2), keepdim=True)  # centred in place
+        for i, out in flat.items():
+            groups.setdefault((tuple(out.shape), out.dtype), []).append(i)
+        order, parts, kept = [], {"act_std": [], "frac_dead": [], "frac_dead_always": []}, {}
+        for (shape, dtype), members in groups.items():
+            stacked = self._stacked.get((shape, dtype, len(members)))
+            if stacked is None:
+                stacked = torch.empty((len(members), *shape), dtype=dtype, device=self.device)
+            torch.stack([flat[i] for i in members], out=stacked)  # (modules, rows, units): our own copy
+            kept[(shape, dtype, len(members))] = stacked
+            values = stacked.float()
+            top = values.amax(dim=1)  # (modules, units): each unit's largest output on the batch
+            values -= values.mean(dim=(1, 2), keepdim=True)  # centred in place
             # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
-            spreads.append(torch.linalg.vector_norm(stacked.flatten(1), dim=1) / max(1, stacked[0].numel() - 1) ** 0.5)
+            parts["act_std"].append(torch.linalg.vector_norm(values.flatten(1), dim=1) / max(1, values[0].numel() - 1) ** 0.5)
+            history = (tuple(members), shape[-1])  # the same modules and units: their per-unit record goes on
+            alive = self._alive.get(history)
+            alive = self._alive[history] = (top > 0) if alive is None else alive.logical_or_(top > 0)
+            parts["frac_dead"].append((top <= 0).float().mean(dim=1))
+            parts["frac_dead_always"].append((~alive).float().mean(dim=1))
             order += members
         self._stacked = kept if self.every <= KEEP_COPY else {}  # reused next step (allocation-free) when it comes soon
-        stats = {"act_std": (torch.cat(spreads), order), **self._dead_fractions(highest)}
-        self._outputs = [None] * len(self._outputs)  # no batch of activations is held between logged steps
-        return stats
-
-    def _dead_fractions(self, highest: dict[int, torch.Tensor]) -> dict[str, tuple[torch.Tensor, list[int]]]:
-        """Per module: the fraction of units ≤ 0 on every row of this batch, and of units never > 0 on
-        any logged batch so far (kept per unit, as one flat mask over every module's units)."""
-        if self._alive is None:
-            self._widths = {i: top.numel() for i, top in highest.items()}
-            self._alive = torch.zeros(sum(self._widths.values()), dtype=torch.bool, device=self.device)
-            owners = [k for k, width in enumerate(self._widths.values()) for _ in range(width)]
-            self._unit_owner = torch.tensor(owners, device=self.device)
-            self._unit_counts = torch.tensor(list(self._widths.values()), dtype=torch.float64, device=self.device)
-        if set(highest) != set(self._widths) or any(highest[i].numel() != self._widths[i] for i in highest):
-            return {}  # a module missing from this pass, or of another width: no per-unit history to add to
-        top = torch.cat([highest[i].to(self.device) for i in self._widths])
-        self._alive |= top > 0
-        modules = list(self._widths)
-
-        def share(units: torch.Tensor) -> torch.Tensor:
-            return torch.zeros_like(self._unit_counts).index_add_(0, self._unit_owner, units.double()) / self._unit_counts
-
-        return {"frac_dead": (share(top <= 0), modules), "frac_dead_always": (share(~self._alive), modules)}
+        return {kind: (torch.cat(values), order) for kind, values in parts.items() if values}
 
     def _transfer(self, step: int | None, per_module: dict) -> None:
         """One host transfer: the buffered scalars and this step's per-module values (a tensor, or a
@@ -255,7 +235,10 @@ class ModuleWatch:
         kinds = {kind: value if isinstance(value, tuple) else (value, range(len(self.layers)))
                  for kind, value in per_module.items()}
         parts = [tensor.to(self.device, torch.float64) for tensor, _ in kinds.values()]
-        if tensors:
+        alike = all(t.dim() == 0 and (t.dtype, t.device) == (tensors[0].dtype, tensors[0].device) for t in tensors)
+        if tensors and alike:
+            parts.append(torch.stack(tensors).to(self.device, torch.float64))  # the usual: a loss a step
+        elif tensors:
             parts.append(torch.stack([t.to(self.device, torch.float64).mean() for t in tensors]))
         numbers = iter(torch.cat(parts).tolist() if parts else [])
         rows: dict[int, dict[str, float]] = {step: {}} if step is not None else {}

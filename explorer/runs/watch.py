@@ -73,7 +73,9 @@ class WatchedRun:
             if self._offset is None:  # first call after a step: this loop logs after stepping
                 self._offset = 1 if self.probe.step > 0 else 0
             step = max(0, self.probe.step - self._offset)
-        for name, value in (({"loss": loss} if loss is not None else {}) | values).items():
+        if loss is not None:
+            self.probe.scalar(step, "loss", loss)
+        for name, value in values.items():
             self.probe.scalar(step, name, value)
 
     def finish(self, status: str | None = None, error: str | None = None) -> None:
