@@ -13,7 +13,7 @@ every module that owns trainable parameters (engines/loop/model_parts.py), throu
   scaled — a fused optimizer unscales inside its step — have their norms divided by the scale):
   one fused `torch._foreach_norm` in float32 (a norm that comes out ≤ `TINY`, where squares may
   have underflowed, is summed again in float64 before it is recorded); and it copies the weights
-  (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept when every ≤ `KEEP_COPY`);
+  (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept between logged steps, `_keeps`);
 - the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (norms fused; every kind summed
   per module in float64 at once), the
   outputs' std, the fraction of output units ≤ 0 on the whole batch and, per unit, whether it
@@ -36,7 +36,8 @@ from engines.loop.probes import layer_name
 
 Record = Callable[[int, dict[str, float]], None]  # (step, metrics) for each step with values
 TINY = 1e-18    # a float32 norm this small may have underflowed (squares below ~1e-38): redone in float64
-KEEP_COPY = 2   # at every ≤ this, the copy of the weights is kept between logged steps (no allocation a step)
+KEEP_COPY = 2   # at every ≤ this, the weights' copy and the stacked outputs are kept between logged steps…
+KEEP_BYTES = 256 * 2**20  # …and at any `every` while the weights take less (one allocation a run, not a logged step)
 
 
 def _units_last(output: torch.Tensor, conv: bool) -> torch.Tensor:
@@ -65,6 +66,7 @@ class ModuleWatch:
         self._values = [p.detach() for p in self.params]  # aliases: in-place optimizer steps show through
         self.device = self.params[0].device
         self._owners = [i for i, (_, _, params) in enumerate(modules) for _ in params]
+        self._keeps = every <= KEEP_COPY or sum(p.numel() * p.element_size() for p in self.params) < KEEP_BYTES
         self._membership = torch.zeros(len(self.params), len(modules), dtype=torch.float64, device=self.device)
         self._membership[torch.arange(len(self.params)), torch.tensor(self._owners)] = 1.0  # parameter -> its module
         self.compiled = is_compiled(model)
@@ -167,7 +169,7 @@ class ModuleWatch:
                 self._grad_norms + self._weight_norms + torch._foreach_norm(self._before, 2, dtype=torch.float32))
             if self._scale is not None:  # the gradients are still scaled: the norms as the step will use them
                 grads = grads / self._scale.double().to(grads.device)
-            if self.every > KEEP_COPY:
+            if not self._keeps:
                 self._before = None
             self._measured = False
             if self.scaler is not None and self.scaler.is_enabled() and self.scaler._scale is not None:
@@ -224,7 +226,7 @@ class ModuleWatch:
             parts["frac_dead"].append((top <= 0).float().mean(dim=1))
             parts["frac_dead_always"].append((~alive).float().mean(dim=1))
             order += members
-        self._stacked = kept if self.every <= KEEP_COPY else {}  # reused next step (allocation-free) when it comes soon
+        self._stacked = kept if self._keeps else {}  # reused at the next logged step: no allocation then
         return {kind: (torch.cat(values), order) for kind, values in parts.items() if values}
 
     def _transfer(self, step: int | None, per_module: dict) -> None:
