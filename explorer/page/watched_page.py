@@ -106,9 +106,15 @@ def chosen_overlays(scenario, handle: WatchedHandle, runs: list[StoredRun]) -> l
         st.query_params[COMPARE] = ",".join(picked)
     else:
         st.query_params.pop(COMPARE, None)
-    current = handle.config.model_dump(mode="json")
-    return [Overlay(rid, by_id[rid].name or short_label(differences(current, by_id[rid].config), rid),
-                    stored_frame(rid), by_id[rid].config) for rid in picked]
+    current = own_settings(handle.config.model_dump(mode="json"))
+    # named by what differs in the person's own settings (the arm is already the run's name)
+    return [Overlay(rid, short_label(differences(current, own_settings(by_id[rid].config)), rid), stored_frame(rid),
+                    by_id[rid].config) for rid in picked]
+
+
+def own_settings(config: dict) -> dict:
+    """The settings given to `watch(config=...)`, without the module lists watch adds."""
+    return {k: v for k, v in config.items() if not k.startswith("watch_") and k != "seed"}
 
 
 def overlay_picker(scenario, handle: WatchedHandle, runs: list[StoredRun]) -> None:

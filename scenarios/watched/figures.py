@@ -48,6 +48,14 @@ def share_heatmap(records: Records, arms: list[str], prefix: str, *, title: str,
     return fig
 
 
+def steady_axis(fig: go.Figure) -> go.Figure:
+    """A constant positive curve (a fixed learning rate) drawn from 0 to twice its value, not around it."""
+    values = {float(v) for trace in fig.data if trace.y is not None for v in trace.y}
+    if len(values) == 1 and (value := values.pop()) > 0 and fig.layout.yaxis.type != "log":
+        fig.update_yaxes(range=[0, 2 * value])
+    return fig
+
+
 def watched_figures(records: Records, names: list[str]) -> Figures:
     arms = records.arms()
     colors = arm_colors(arms)
@@ -59,8 +67,8 @@ def watched_figures(records: Records, names: list[str]) -> Figures:
     return Figures({
         "loss": lambda: curves_figure(records, colors, "loss", title="Training loss (every step run.log gave)",
                                       y_title="loss"),
-        "lr": lambda: curves_figure(records, colors, "lr", title="Learning rate (param group 0)",
-                                    y_title="learning rate"),
+        "lr": lambda: steady_axis(curves_figure(records, colors, "lr", title="Learning rate (param group 0)",
+                                                y_title="learning rate")),
         "grad_heatmap": lambda: heatmap("grad_norm", "log10 gradient norm, module × step (vertical bands: vanishing "
                                         "or exploding)", "log10 ‖∂L/∂θ‖"),
         "update_ratio": lambda: heatmap("update_ratio", "log10 update-to-weight ratio ‖ΔW‖/‖W‖, module × step "
