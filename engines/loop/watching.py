@@ -120,7 +120,8 @@ class ModuleWatch:
             return
         self._armed.append(self.optimizer.register_step_pre_hook(self._before_step))
         if self.activations:
-            self._armed += [module.register_forward_hook(self._forward_hook(i)) for i, module in enumerate(self._modules)]
+            self._armed += [module.register_forward_hook(self._forward_hook(i))
+                            for i, module in enumerate(self._modules)]
 
     def _disarm(self) -> None:
         for handle in self._armed:
@@ -219,7 +220,8 @@ class ModuleWatch:
             top = values.amax(dim=1)  # (modules, units): each unit's largest output on the batch
             values -= values.mean(dim=(1, 2), keepdim=True)  # centred in place
             # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
-            parts["act_std"].append(torch.linalg.vector_norm(values.flatten(1), dim=1) / max(1, values[0].numel() - 1) ** 0.5)
+            spread = torch.linalg.vector_norm(values.flatten(1), dim=1)
+            parts["act_std"].append(spread / max(1, values[0].numel() - 1) ** 0.5)
             history = (tuple(members), shape[-1])  # the same modules and units: their per-unit record goes on
             alive = self._alive.get(history)
             alive = self._alive[history] = (top > 0) if alive is None else alive.logical_or_(top > 0)

@@ -147,7 +147,8 @@ class Recorder:
         from explorer.runs.growing import end
         headline = {"final loss": self.last_loss[1] if self.last_loss else None, "steps": self.steps}
         if self._dropped:
-            error = (error + "; " if error else "") + f"{self._dropped} records were dropped while the store was unusable"
+            dropped = f"{self._dropped} records were dropped while the store was unusable"
+            error = f"{error}; {dropped}" if error else dropped
         end(self._store, self.run_id, status, {"headline": headline}, error)
 
     def _warn(self, error: Exception) -> None:

@@ -217,7 +217,8 @@ class RunStore:
         `incomplete` are both written `running`: which one a run is, is read when it is read)."""
         written = RUNNING if status in LIVE else status
         wheres = [(column, value) for column, value in (("scenario", scenario), ("status", written)) if value]
-        query = f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
+        where = " WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else ""
+        query = f"SELECT {RUN_COLUMNS} FROM runs" + where
         with self._connect() as db:
             rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
         return [stored for stored in map(_stored, rows) if status is None or stored.status == status]

@@ -143,7 +143,8 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, name: str | 
     probe = ModuleWatch(model, optimizer, every, lambda step, metrics: holder[0].add(step, metrics),
                         activations=activations, scaler=scaler)
     notes = [*probe.notes, *_distributed_notes(rank, world)]
-    settings = {**_json_safe(config or {}), "watch_every": every, "watch_layers": [layer.path for layer in probe.layers],
+    settings = {**_json_safe(config or {}), "watch_every": every,
+                "watch_layers": [layer.path for layer in probe.layers],
                 "watch_kinds": [layer.kind for layer in probe.layers], "watch_after": [layer.after for layer in probe.layers],
                 "watch_notes": notes}
     holder.append(Recorder(settings, label if name or world > 1 else name, label, store))
