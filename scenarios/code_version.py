@@ -7,17 +7,23 @@ transitively: the modules named by `import` and `from … import` statements, an
 written as strings (a rank process is started as `python -m engines.distributed.worker`, which no
 import statement names). An engine the scenario never reaches is left out, so editing it keeps
 the scenario's stored runs current.
+
+The versions of the libraries that compute the records (torch, peft) are hashed too: after an
+upgrade, a run trained under the old torch is never served as current. They are read from the
+installed packages' metadata, so the UI process imports neither.
 """
 import ast
 import functools
 import hashlib
 import re
 import sys
+from importlib import metadata
 from pathlib import Path
 
 SCENARIOS = Path(__file__).resolve().parent
 ROOT = SCENARIOS.parent
 _MODULE_NAME = re.compile(r"engines(\.\w+)+")
+LIBRARIES = ("torch", "peft")
 
 
 def module_file(name: str) -> Path | None:
@@ -72,9 +78,21 @@ def code_files(package: str) -> list[Path]:
 
 
 @functools.cache
+def library_versions() -> str:
+    """`torch==2.13.0+cpu peft==0.21.2`: the installed versions of the libraries records depend on."""
+    versions = []
+    for name in LIBRARIES:
+        try:
+            versions.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    return " ".join(versions)
+
+
+@functools.cache
 def code_version(package: str) -> str:
-    """Hashed once per process: it describes the code this process imported."""
-    digest = hashlib.sha256()
+    """Hashed once per process: it describes the code this process imported, and its libraries."""
+    digest = hashlib.sha256(library_versions().encode())
     for path in code_files(package):
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(path.read_bytes())

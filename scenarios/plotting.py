@@ -128,6 +128,12 @@ class Figures(Mapping[str, go.Figure]):
         """The names built so far, in the figures' order."""
         return [name for name in self._builders if name in self._built]
 
+    def _repr_html_(self) -> str:
+        """How a notebook shows the collection: every figure, in order, with plotly.js inside the
+        first (the copy the plotly package ships: it opens offline) and shared by the rest."""
+        return "\n".join(self[name].to_html(full_html=False, include_plotlyjs=i == 0, default_height="450px")
+                         for i, name in enumerate(self))
+
 
 # --- layout --------------------------------------------------------------------------------
 def layout(fig: go.Figure, title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:

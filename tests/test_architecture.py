@@ -110,14 +110,17 @@ def test_the_loop_is_the_floor_of_the_engines() -> None:
         assert not other, f"{path.relative_to(ROOT)} imports {sorted(other)}"
 
 
+# The entry points at the top of explorer/: the command line, the installed app's script, the Python API.
+ENTRY_MODULES = ("__main__.py", "app.py", "api.py")
 LAZY_WATCH = {"explorer.runs", "explorer.runs.watch"}  # explorer/__init__.py's `__getattr__`: `from explorer import watch`
 
 
 def test_the_modules_at_the_top_of_explorer_import_no_group() -> None:
-    """explorer/*.py (the version, plain text, the glossary's data, `python -m explorer`) sit under the groups,
-    but for __main__, which starts the command line, and the package's lazy `watch`."""
+    """explorer/*.py (the version, plain text, the glossary's data, the server settings) sit under the groups,
+    but for the entry points, which start the command line, the app and a run from Python, and the
+    package's lazy `watch`."""
     for path in sorted((ROOT / "explorer").glob("*.py")):
-        if path.name == "__main__.py":
+        if path.name in ENTRY_MODULES:
             continue
         names = imported_names(path) - (LAZY_WATCH if path.name == "__init__.py" else set())
         groups = {name.split(".")[1] for name in names
@@ -138,10 +141,13 @@ def test_explorer_loads_no_torch_until_watch_is_asked_for() -> None:
 # explorer/runs/worker.py is the worker process's entry: it trains; explorer/runs/watch.py is `watch`, which a
 # person's own training script imports (explorer's `__getattr__` loads it on first use, never the page)
 WORKER_MODULES = ("__main__", "worker", "watch")
+# explorer/exports/tools.py writes TensorBoard event files through torch's SummaryWriter, imported only by
+# `tdx export --tensorboard` (the fresh-interpreter test below imports the module and finds no torch).
+TORCH_WHEN_ASKED = ("tools",)
 
 
-@pytest.mark.parametrize("path", [p for p in files("explorer") if p.stem not in WORKER_MODULES] + [ROOT / "app.py"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in files("explorer") if p.stem not in WORKER_MODULES + TORCH_WHEN_ASKED]
+                         + [ROOT / "app.py"], ids=lambda p: p.name)
 def test_ui_modules_import_no_torch(path: Path) -> None:
     """explorer/ (but its worker) and app.py turn records into tables and charts; they hold no torch."""
     assert "torch" not in imported_modules(path), f"{path.relative_to(ROOT)} imports torch"

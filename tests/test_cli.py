@@ -163,6 +163,7 @@ def test_run_then_rerun_from_its_config_json(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["run", SCENARIO, *TINY, "--set", "activation=tanh", "--out", str(out), "--format", "html"]) == 0
     written = json.loads((out / "config.json").read_text())
+    assert written.pop("scenario") == SCENARIO, "config.json names its scenario"
     assert (out / plotlyjs_name()).exists(), "several HTML figures share one plotly.js"
     capsys.readouterr()
     assert main(["run", SCENARIO, "--config", str(out / "config.json"), "--set", "seed=3", "--json"]) == 0
@@ -230,12 +231,19 @@ def test_ctrl_c_stops_the_run_stores_it_as_stopped_and_exits_130(capsys, monkeyp
 
 @pytest.mark.slow
 def test_ctrl_c_in_a_terminal_run(tmp_path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-m", "explorer", "run", SCENARIO, "--set", "steps=3000"], cwd=ROOT,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert "%" in child.stderr.readline()  # training has started
+    """stderr is a terminal (a pty): the bar is drawn in place as training goes, and Ctrl-C stops it."""
+    import pty
+    terminal, terminal_end = pty.openpty()
+    with open(terminal_end, "wb") as child_end:
+        child = subprocess.Popen([sys.executable, "-m", "explorer", "run", SCENARIO, "--set", "steps=3000"], cwd=ROOT,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=child_end)
+    drawn = os.read(terminal, 1024)
+    while b"%" not in drawn:  # training has started
+        drawn += os.read(terminal, 1024)
     child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=120)
+    child.communicate(timeout=120)
+    with open(terminal, "rb") as rest:  # reading past the child's exit raises: its end is closed
+        err = (drawn + rest.read1(1 << 20)).decode(errors="replace")
     assert child.returncode == 130 and "Traceback" not in err and "stopped by Ctrl-C" in err, err
     assert [r.status for r in RunStore().list_runs()] == ["stopped"]
 

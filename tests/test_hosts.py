@@ -1,4 +1,5 @@
-"""DNS rebinding: the server answers local names only, on HTTP and on the websocket upgrade."""
+"""DNS rebinding: the server answers local names only, on HTTP and on the websocket upgrade; no other
+site may frame it."""
 import asyncio
 import concurrent.futures
 import os
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.page.hosts import LOCAL_HOSTS, LocalHostsOnly, host_allowed
+from explorer.page.hosts import FRAME_HEADERS, LOCAL_HOSTS, LocalHostsOnly, SameOriginFrames
+from explorer.server import SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,30 +23,55 @@ ROOT = Path(__file__).resolve().parent.parent
     ("localhost", True), ("localhost:8501", True), ("LOCALHOST.:8501", True), ("127.0.0.1:8501", True),
     ("[::1]:8501", True), ("app.localhost:8501", True),
     ("evil.example", False), ("evil.example:8501", False), ("localhost.evil.example", False),
-    ("127.0.0.2", False), ("192.0.2.2:8501", False), ("", False), (None, False), ("localhost:99999", False),
+    ("127.0.0.2", False), ("192.0.2.2:8501", False), ("", False), (None, False), ("[::2]:8501", False),
     ("localhost:abc", False), ("user@localhost", False), ("localhost/path", False), ("evillocalhost", False),
 ])
 def test_only_local_names_are_allowed(host, allowed) -> None:
-    assert host_allowed(host, LOCAL_HOSTS) is allowed, host
+    """Starlette's TrustedHostMiddleware over Streamlit's list: the same names pass as before the swap."""
+    reached = asgi_call("http", None if host is None else host.encode()) == [{"type": "reached"}]
+    assert reached is allowed, host
 
 
 def test_the_config_lists_the_local_names() -> None:
-    """One list: Streamlit checks its websocket against it, explorer/page/hosts.py every request."""
+    """One list: Streamlit checks its websocket against it, explorer/page/hosts.py every request;
+    `tdx app` passes the checkout's settings (explorer/server.py) as they are in the file."""
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert tuple(config["server"]["allowedHosts"]) == LOCAL_HOSTS
-    assert config["server"]["address"] == "localhost"
+    assert config["server"]["address"] == "localhost" and config["server"]["enableXsrfProtection"] is True
+    assert config == SETTINGS, f"config.toml {config} != explorer/server.py SETTINGS {SETTINGS}"
 
 
-def test_app_py_is_the_server_with_the_host_check() -> None:
-    """`streamlit run app.py` finds `app` (st.App) in app.py, built with the middleware (which
-    covers every route, the live feed's too)."""
+def test_tdx_app_runs_the_packaged_script_with_the_settings_and_the_port(monkeypatch) -> None:
+    """`tdx app --port --address --allowed-host` becomes `streamlit run <explorer/app.py>` with every setting
+    as a flag (a list repeats its flag), the port and address passed on, and the extra Host name added."""
+    import os
+
+    from explorer.cli.main import main
+    ran: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: ran.append(argv))
+    monkeypatch.setattr(os, "name", "posix")
+    main(["app", "--port", "8600", "--address", "0.0.0.0", "--allowed-host", "box.lan"])
+    argv, = ran
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4] == str(ROOT / "explorer" / "app.py"), argv
+    flags = argv[5:]
+    assert {"--server.port=8600", "--server.address=0.0.0.0", "--server.enableXsrfProtection=true",
+            "--server.fileWatcherType=none", "--client.toolbarMode=viewer"} <= set(flags), flags
+    assert [f for f in flags if f.startswith("--server.allowedHosts=")] == \
+        [f"--server.allowedHosts={h}" for h in (*LOCAL_HOSTS, "box.lan")], flags
+    assert main(["app", "--port", "99999"]) == 2, "a port out of range is refused"
+
+
+@pytest.mark.parametrize("script", ["app.py", "explorer/app.py"])
+def test_app_py_is_the_server_with_the_host_check(script: str) -> None:
+    """`streamlit run` finds `app` (st.App) in the checkout's app.py and in the package's, built with
+    the middleware (which covers every route, the live feed's too)."""
     from streamlit.web.server.app_discovery import discover_asgi_app
-    found = discover_asgi_app(ROOT / "app.py")
+    found = discover_asgi_app(ROOT / script)
     assert found.is_asgi_app and found.app_name == "app", found
-    assert "st.App(__file__, routes=feed.routes(), middleware=local_hosts_only())" in (ROOT / "app.py").read_text()
+    assert "st.App(__file__, routes=server_routes(), middleware=server_middleware())" in (ROOT / script).read_text()
 
 
-def asgi_call(scope_type: str, host: bytes) -> list[dict]:
+def asgi_call(scope_type: str, host: bytes | None) -> list[dict]:
     sent: list[dict] = []
     reached: list[str] = []
 
@@ -57,8 +84,8 @@ def asgi_call(scope_type: str, host: bytes) -> list[dict]:
     async def receive():
         return {"type": "websocket.connect"}
 
-    scope = {"type": scope_type, "path": "/", "headers": [(b"host", host)]}
-    call = LocalHostsOnly(inner, LOCAL_HOSTS)(scope, receive, send)
+    scope = {"type": scope_type, "path": "/", "headers": [] if host is None else [(b"host", host)]}
+    call = SameOriginFrames(LocalHostsOnly(inner, LOCAL_HOSTS))(scope, receive, send)
     # A thread of its own: a browser test before this one may leave an event loop running in this one.
     with concurrent.futures.ThreadPoolExecutor(1) as thread:
         thread.submit(asyncio.run, call).result()
@@ -70,7 +97,9 @@ def test_the_middleware_refuses_http_and_websockets_for_other_hosts() -> None:
     assert asgi_call("websocket", b"127.0.0.1:8501") == [{"type": "reached"}]
     refused = asgi_call("http", b"evil.example:8501")
     assert refused[0]["type"] == "http.response.start" and refused[0]["status"] == 400, refused
-    assert asgi_call("websocket", b"evil.example") == [{"type": "websocket.close", "code": 1008}]
+    assert set(FRAME_HEADERS) <= set(refused[0]["headers"]), "a refusal may not be framed either"
+    refused = asgi_call("websocket", b"evil.example")
+    assert refused[0]["type"] == "websocket.http.response.start" and refused[0]["status"] == 400, refused
 
 
 def status_line(port: int, host: str, path: str = "/", upgrade: bool = False) -> str:
@@ -119,4 +148,4 @@ def test_a_started_server_refuses_other_hosts_on_http_and_the_websocket(server) 
         assert " 400 " in status_line(port, host), host
         assert " 400 " in status_line(port, host, "/_stcore/health"), host
         answer = status_line(port, host, "/_stcore/stream", upgrade=True)
-        assert " 101 " not in answer and " 403 " in answer, (host, answer)
+        assert " 101 " not in answer and " 400 " in answer, (host, answer)

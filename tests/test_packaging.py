@@ -1,18 +1,28 @@
-"""Packaging: one version, the dependencies declared once (pyproject = requirements), a `tdx` command."""
+"""Packaging: one version; pyproject's compatible ranges start at requirements.txt's lock, which is
+complete and is what the suite runs against; a `tdx` command."""
 import ast
 import re
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from explorer import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-# Imported directly but installed by another dependency (and pinned through it).
+# Imported directly but installed by another dependency (and locked through it).
 THROUGH = {"starlette": "streamlit (its server since 1.5x)"}
+# Imported when present, never required: the code runs the same without them.
+OPTIONAL = {"tqdm": "explorer.run's progress bar"}
 DISTRIBUTION = {"torch": "torch", "streamlit": "streamlit", "plotly": "plotly", "kaleido": "kaleido",
                 "pandas": "pandas", "numpy": "numpy", "pydantic": "pydantic", "peft": "peft"}
+# The CUDA build of torch's own runtime libraries: the CPU lock leaves them out (README, requirements.txt).
+CUDA_RUNTIME = re.compile(r"nvidia-.*|triton|cuda-.*")
 
 
 def requirement_lines(name: str) -> list[str]:
@@ -20,16 +30,52 @@ def requirement_lines(name: str) -> list[str]:
     return [line for line in lines if line and not line.startswith(("#", "-r"))]
 
 
-def test_pyproject_declares_exactly_the_pinned_requirements() -> None:
-    assert PYPROJECT["project"]["dependencies"] == requirement_lines("requirements.txt")
+def lock() -> dict[str, str]:
+    pins = {}
+    for line in requirement_lines("requirements.txt"):
+        name, sep, version = line.partition("==")
+        assert sep and re.fullmatch(r"[A-Za-z0-9._-]+", name) and version, f"not an exact pin: {line!r}"
+        pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_pyproject_ranges_start_at_the_locked_versions() -> None:
+    """Each dependency is a range (>= the locked version, < a next release), never `==`, and every one is locked."""
+    pins = lock()
+    for line in PYPROJECT["project"]["dependencies"]:
+        requirement = Requirement(line)
+        bounds = {spec.operator: spec.version for spec in requirement.specifier}
+        assert set(bounds) == {">=", "<"}, f"{line}: a compatible range, >= and <"
+        locked = pins.get(canonicalize_name(requirement.name))
+        assert locked == bounds[">="], f"{line}: its lower end is the lock's {locked}, which the suite runs against"
+        assert Version(locked) in requirement.specifier, line
     assert PYPROJECT["project"]["optional-dependencies"]["dev"] == requirement_lines("requirements-dev.txt")
+
+
+def test_requirements_is_a_complete_lock_and_is_what_is_installed() -> None:
+    """Every package the locked ones require (their markers read for this machine) is locked too, and the
+    installed version of each is the locked one (torch's local build label aside: 2.13.0+cpu)."""
+    pins, missing, differs = lock(), {}, {}
+    for name, version in pins.items():
+        installed = metadata.version(name)
+        if Version(installed).public != Version(version).public:
+            differs[name] = (version, installed)
+        for text in metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            needed = canonicalize_name(requirement.name)
+            if needed not in pins and not CUDA_RUNTIME.fullmatch(needed):
+                missing[needed] = name
+    assert not missing, f"required but not locked (package: by whom): {missing}"
+    assert not differs, f"locked vs installed: {differs}"
 
 
 def test_the_version_is_written_once() -> None:
     assert PYPROJECT["project"]["dynamic"] == ["version"]
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "explorer.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
-    assert "__version__" in (ROOT / "app.py").read_text(), "the footer shows it"
+    assert "__version__" in (ROOT / "explorer" / "page" / "main.py").read_text(), "the footer shows it"
 
 
 def test_tdx_is_the_cli_and_the_license_is_mit() -> None:
@@ -42,7 +88,7 @@ def test_tdx_is_the_cli_and_the_license_is_mit() -> None:
 def test_every_third_party_import_is_declared() -> None:
     """numpy is imported by scenarios: it must be a dependency of its own, not one by accident."""
     local = {"explorer", "scenarios", "engines", "app", "bench", "tests"}
-    declared = {re.split(r"[=<>!~ ]", line)[0].lower() for line in requirement_lines("requirements.txt")}
+    declared = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["dependencies"]}
     found: dict[str, str] = {}
     for package in ("explorer", "scenarios", "engines"):
         for path in (ROOT / package).rglob("*.py"):
@@ -54,5 +100,5 @@ def test_every_third_party_import_is_declared() -> None:
                     if top not in sys.stdlib_module_names and top not in local:
                         found.setdefault(top, str(path.relative_to(ROOT)))
     missing = {top: where for top, where in found.items()
-               if top not in THROUGH and DISTRIBUTION.get(top, top).lower() not in declared}
-    assert not missing, f"imported but not in requirements.txt / pyproject.toml: {missing}"
+               if top not in THROUGH and top not in OPTIONAL and canonicalize_name(DISTRIBUTION.get(top, top)) not in declared}
+    assert not missing, f"imported but not a dependency in pyproject.toml: {missing}"

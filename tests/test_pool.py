@@ -6,14 +6,17 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
+import psutil
 import pytest
 
 from explorer.runs.handle import RunHandle
 from explorer.runs.pool import WorkerPool
 from explorer.runs.processes import cpu_seconds, descendants, wait_quiet
 from explorer.runs.store import RunStore
+from no_proc import hide_proc
 from scenarios import get_scenario
 from scenarios.base import Run, Scenario, ScenarioConfig
 
@@ -39,9 +42,8 @@ def wait_until(condition, what: str, timeout: float = WAIT_S) -> None:
 
 def alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 
@@ -131,7 +133,9 @@ def test_a_superseded_run_is_not_stored(pool, isolated_store) -> None:
     assert RunStore().count() == 0
 
 
-def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, isolated_store) -> None:
+def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, isolated_store, monkeypatch) -> None:
+    """With /proc hidden from our code (as on macOS): the worker's tree is found and ended all the same."""
+    refused = hide_proc(monkeypatch)
     handle = RunHandle.start(Hang(), Hang.Config(), RunStore(), pool=pool)
     assert handle.wait_for_first_record(WAIT_S)
     worker, = pool.pids()
@@ -142,6 +146,7 @@ def test_a_run_that_ignores_stop_ends_with_its_worker_and_its_processes(pool, is
     wait_until(lambda: not alive(worker) and not alive(child), "the worker and its child to end")
     wait_until(lambda: len(pool.pids()) == 1 and pool.pids() != [worker], "a replacement worker")
     assert pool.wait_ready(WAIT_S)
+    assert not refused, f"read /proc itself: {refused}"
 
 
 def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isolated_store) -> None:
@@ -151,7 +156,7 @@ def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isol
     os.kill(worker, signal.SIGKILL)
     assert handle.join(WAIT_S)
     snap = handle.snapshot()
-    assert snap.status == "failed" and "died (exit code -9)" in snap.error, snap.error
+    assert snap.status == "failed" and "died, killed by SIGKILL" in snap.error, snap.error
     assert RunStore().get(snap.run_id).status == "failed", "a crashed run is stored with its error"
     wait_until(lambda: pool.pids() and pool.pids() != [worker], "a replacement worker")
     assert pool.wait_ready(WAIT_S)
@@ -159,7 +164,9 @@ def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isol
     assert again.join(WAIT_S) and again.snapshot().status == "finished"
 
 
-def test_shutdown_leaves_no_process() -> None:
+def test_shutdown_leaves_no_process(monkeypatch) -> None:
+    """With /proc hidden from our code (as on macOS): shutdown ends both workers and what they started."""
+    refused = hide_proc(monkeypatch)
     pool = WorkerPool(size=2)
     assert pool.wait_ready(WAIT_S)
     handle = RunHandle.start(Hang(), Hang.Config(), pool=pool)
@@ -169,6 +176,7 @@ def test_shutdown_leaves_no_process() -> None:
     pool.shutdown()
     assert handle.join(WAIT_S) and handle.snapshot().status == "stopped"
     wait_until(lambda: not any(alive(pid) for pid in before), "every worker process to end")
+    assert not refused, f"read /proc itself: {refused}"
 
 
 def test_a_distributed_page_starts_its_rank_processes_ahead_and_its_run_takes_them(monkeypatch, isolated_store) -> None:
@@ -215,7 +223,8 @@ def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_i
 
 
 SERVER = """
-import signal, sys, time
+import faulthandler, signal, sys, time
+faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if the server hangs
 from explorer.runs.pool import WorkerPool
 pool = WorkerPool(size=2)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as `streamlit run` does: exit, atexit runs
@@ -231,12 +240,23 @@ time.sleep(600)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_no_worker_outlives_its_server(signum) -> None:
     """However the server ends — SIGTERM, Ctrl-C, even SIGKILL (no cleanup at all) — its workers end."""
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+    errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: nothing the server writes can block it
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, stderr=errors, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     workers = [int(pid) for pid in server.stdout.readline().split()]
     assert len(workers) == 2 and all(alive(pid) for pid in workers)
     server.send_signal(signum)
-    server.wait(timeout=WAIT_S)
+    try:
+        server.wait(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:  # say where it hangs: every thread's stack, then end it
+        server.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)  # faulthandler writes at once; a second for a loaded machine (the test has failed already)
+        server.kill()
+        server.wait()
+        errors.seek(0)
+        pytest.fail(f"the server did not end within {WAIT_S} s of {signum.name}; its threads:\n{errors.read()[-6000:]}")
+    finally:
+        errors.close()
     wait_until(lambda: not any(alive(pid) for pid in workers), f"the workers to end after {signum.name}")
 
 
@@ -262,13 +282,15 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
 
 
 def test_wait_quiet_tells_a_busy_process_from_an_idle_one() -> None:
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                            stdout=subprocess.PIPE)
     try:
-        time.sleep(0.3)  # both past their start
+        assert busy.stdout.readline() == idle.stdout.readline() == b"up\n"  # both past their start
         assert wait_quiet(lambda: [idle.pid], timeout_s=10) is None
-        used = wait_quiet(lambda: [busy.pid], timeout_s=1.0)
-        assert used is not None and used[busy.pid] > 0.05, used
+        # Busy: any CPU at all in its windows (a loaded machine may give it little), so it never reads quiet.
+        used = wait_quiet(lambda: [busy.pid], timeout_s=1.0, idle_cpu_s=0.0)
+        assert used is not None and used[busy.pid] > 0, used
         assert cpu_seconds(busy.pid) > cpu_seconds(idle.pid)
     finally:
         busy.kill(), idle.kill(), busy.wait(), idle.wait()

@@ -181,8 +181,8 @@ def train_arm(spec: ArmSpec, steps: int, log_every: int = 1) -> Iterator[StepRec
 
     def global_grad_norm(step: int) -> dict[str, torch.Tensor]:
         # on_log runs after backward, before the optimizer step: the gradients are this step's
-        grads = [p.grad for p in parameters if p.grad is not None]
-        return {"grad_norm_global": torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float64)))}
+        grads = [p.grad.to(torch.float64) for p in parameters if p.grad is not None]  # summed in float64
+        return {"grad_norm_global": torch.nn.utils.get_total_norm(grads)}
 
     optimizer, scheduler = build_optimizer(model, spec, steps)
     yield from train(model, optimizer, task.batches(spec.batch), supervised(model, sequence_loss, token_accuracy), steps,

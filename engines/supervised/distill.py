@@ -121,7 +121,7 @@ def labelled_split(teacher: nn.Module, task: MixtureTask, n: int, seed: int) -> 
 def grad_norm(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
     """‖∂loss/∂θ‖ over all parameters, without touching their .grad."""
     grads = torch.autograd.grad(loss, params)
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def train_student(student: nn.Module, transfer: Split, test: Split, temperature: float | None, alpha: float,

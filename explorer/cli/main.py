@@ -1,4 +1,4 @@
-"""The command line: `python -m explorer` (or `tdx`) `list | run | show | runs`.
+"""The command line: `python -m explorer` (or `tdx`) `list | run | show | runs | export | app`.
 
     python -m explorer run vanishing-gradients --set depth=30 --set activation=relu --out DIR
     python -m explorer run vanishing-gradients --config DIR/config.json --set seed=1
@@ -14,12 +14,16 @@ stdout (`--json` makes them machine-readable). A closed pipe (`| head`) ends qui
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
+import threading
 
 from explorer import __version__
+from explorer.cli.fit import add_fit_command
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
-from explorer.plaintext import one_line
+from explorer.plaintext import cut, one_line, terminal_text
 
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
@@ -83,10 +87,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from explorer.cli.output import explanation_json, print_json, run_json, when
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
     stored = store.get(args.run_id)
     if stored is None:
-        raise UsageError(f"no run {args.run_id!r} in {store.path} (list them with: {args.prog} runs)")
+        raise UsageError(f"no run {cut(args.run_id)!r} in {store.path} (list them with: {args.prog} runs)")
     scenario = scenario_named(stored.scenario, runnable=False)
     config = scenario.validate(stored.config)
     explanation = scenario.explain(store.frame(stored.run_id), config)
@@ -100,14 +104,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
         print(one_line(f"error: {stored.error}"))
-    print(explanation.markdown())
+    print(terminal_text(explanation.markdown()))
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from explorer.cli.output import print_json, print_runs, run_json
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
+    if store.read_only:
+        print(f"the run store {store.path} is read-only here: listed as it is", file=sys.stderr)
     runs = store.list_runs(args.scenario, limit=args.limit, status=args.status)
     if args.json:
         print_json([run_json(stored) for stored in runs])
@@ -118,16 +124,37 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_app(args: argparse.Namespace) -> int:
+    """Serve the web app (the same as `streamlit run app.py` in a checkout) until Ctrl-C."""
+    from explorer.server import streamlit_command
+    command = streamlit_command(args.port, args.address, args.allowed_host)
+    if os.name == "posix":  # become the server: signals, the process id and the exit code are its own
+        sys.stdout.flush()
+        os.execv(command[0], command)
+        return 0  # not reached: execv does not return
+    with subprocess.Popen(command) as server:  # elsewhere: wait on it (a Ctrl-C reaches it too)
+        try:
+            return server.wait()
+        except KeyboardInterrupt:
+            return server.wait()
+
+
 def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return int(text)
 
 
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1..65535)")
+    return int(text)
+
+
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Training Dynamics Explorer: scenarios that train real PyTorch runs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,fit,app}")
     listing = commands.add_parser("list", help="the scenarios; with a scenario id, its settings")
     listing.add_argument("scenario", nargs="?", help="a scenario id: print its keys, defaults and ranges")
     listing.set_defaults(func=cmd_list)
@@ -145,6 +172,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
                           "auto = file when there is more than one figure")
     run.add_argument("--fresh", action="store_true", help="train even if the run store has this config")
     run.add_argument("--no-store", action="store_true", help="neither read nor write the run store")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress and no list of files written on stderr "
+                                                               "(errors only)")
     run.set_defaults(func=cmd_run)
     show = commands.add_parser("show", help="print a stored run")
     show.add_argument("run_id")
@@ -155,8 +184,17 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
                       help="only runs that ended so (running, incomplete: runs watched in your own script)")
     runs.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
     runs.set_defaults(func=cmd_runs)
-    for command in (listing, run, show, runs):
+    from explorer.cli.export import add_parser as add_export
+    export = add_export(commands)
+    for command in (listing, run, show, runs, export):
         command.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_fit_command(commands)
+    app = commands.add_parser("app", help="serve the web app (localhost only) until Ctrl-C")
+    app.add_argument("--port", type=port_number, help="the port to listen on (default 8501, or the next free one)")
+    app.add_argument("--address", help="the address to listen on (default localhost)")
+    app.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                     help="a Host name to answer besides the local ones (repeatable), e.g. the machine's LAN name")
+    app.set_defaults(func=cmd_app)
     return parser
 
 
@@ -179,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the reader left: drop the rest, quietly
         return CLOSED_PIPE
+    finally:
+        if argv is None and threading.current_thread() is threading.main_thread():
+            # The process's own command line, its exit code decided: a Ctrl-C while the interpreter tears
+            # down (torch's exit handlers take a moment) would end it by SIGINT (-2) instead of this code.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dispatch(prog: str, argv: list[str] | None) -> int:

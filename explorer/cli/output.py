@@ -1,5 +1,8 @@
 """What the command line prints: plain tables for people, `--json` for programs.
 
+Text written as markdown for the page (explanations, settings' help) is printed as plain terminal
+text (explorer/plaintext.py `terminal_text`); JSON carries both.
+
 JSON output is strict (RFC 8259): a non-finite number (a diverged loss) is written as null,
 since NaN and Infinity are not JSON. The files `run --out` writes keep Python's spelling.
 """
@@ -8,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from explorer.plaintext import one_line
+from explorer.plaintext import one_line, terminal_text
 
 
 def finite(value: Any) -> Any:
@@ -27,8 +30,13 @@ def print_json(value: Any) -> None:
 
 
 def explanation_json(explanation) -> dict[str, Any]:
+    """The explanation's text plain (as a terminal shows it: `10⁻⁴·⁰`, no `**`), and as markdown
+    (`$10^{-4.0}$`, as the page renders it): `markdown` is the whole of it, takeaway and details."""
     takeaway = explanation.takeaway.text if explanation.takeaway else None
-    return {"takeaway": takeaway, "details": [s.text for s in explanation.details], "waiting": explanation.waiting}
+    details = [s.text for s in explanation.details]
+    return {"takeaway": terminal_text(takeaway) if takeaway else None, "details": [terminal_text(d) for d in details],
+            "waiting": terminal_text(explanation.waiting), "markdown": explanation.markdown(),
+            "takeaway_markdown": takeaway, "details_markdown": details}
 
 
 def allowed_text(spec: dict[str, Any]) -> str:
@@ -39,7 +47,10 @@ def allowed_text(spec: dict[str, Any]) -> str:
 
 
 def settings_json(specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {name: {key: value for key, value in spec.items()} for name, spec in specs.items()}
+    """Every setting's spec; its description plain (`description`) and as the page's help renders it
+    (`description_markdown`)."""
+    return {name: {**spec, "description": terminal_text(spec["description"] or ""),
+                   "description_markdown": spec["description"]} for name, spec in specs.items()}
 
 
 def scenario_json(scenario, with_settings: bool) -> dict[str, Any]:
@@ -56,7 +67,7 @@ def print_settings(scenario) -> None:
         view = " (view only: redraws, never retrains)" if spec["view"] else ""
         print(f"  {name:16s} default {spec['default']!s:16s} {allowed_text(spec)}{view}")
         if spec["description"]:
-            print(f"  {'':16s} {one_line(spec['description'])}")
+            print(f"  {'':16s} {terminal_text(one_line(spec['description']))}")
 
 
 def when(created_at: float) -> str:

@@ -8,7 +8,9 @@ stopped run is stored as such and the command exits 130.
 """
 import argparse
 import json
+import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -17,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from explorer.plaintext import one_line
+from explorer.plaintext import cut, one_line, terminal_text
 
 USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
 FIGURE_FORMATS = ("html", "png", "svg")
+CONFIG_MAX_BYTES = 1_000_000  # a config.json is a few hundred bytes; a file past this is not one
 
 
 class UsageError(ValueError):
@@ -32,47 +35,56 @@ class WriteError(OSError):
 
 
 class ProgressBar:
-    """A sink that draws `[#####-----] 50%` on stderr (a line per 10% when not a terminal),
-    and asks the run to stop once Ctrl-C was pressed."""
+    """A sink that draws `[#####-----] 50%` on stderr, in place, on a terminal; elsewhere (a log
+    file, a pipe) only the final line, when the run ends; nothing with `quiet`. It asks the run to
+    stop once Ctrl-C was pressed."""
 
-    def __init__(self, label: str, stream=None, width: int = 30) -> None:
-        self.label, self.stream, self.width = label, stream or sys.stderr, width
+    def __init__(self, label: str, stream=None, width: int = 30, quiet: bool = False) -> None:
+        self.label, self.stream, self.width, self.quiet = label, stream or sys.stderr, width, quiet
         self.tty = self.stream.isatty()
-        self._shown = -1
+        self._shown, self._fraction = -1, None
         self.stop = False  # set by the Ctrl-C handler
 
     def add(self, rows) -> None:
         pass
 
     def event(self, event) -> None:
-        self.stream.write(f"\n{one_line(event.arm)}: {one_line(event.message)}\n")
+        if not self.quiet:
+            self.stream.write(f"\n{one_line(event.arm)}: {terminal_text(one_line(event.message))}\n")
 
     def note(self, text: str) -> None:
-        self.stream.write(f"{one_line(text)}\n")
+        if not self.quiet:
+            self.stream.write(f"{terminal_text(one_line(text))}\n")
+
+    def bar(self, fraction: float) -> str:
+        filled = int(fraction * self.width)
+        return f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] {int(fraction * 100):3d}%"
 
     def progress(self, fraction: float) -> None:
+        self._fraction = fraction
         percent = int(fraction * 100)
-        if percent == self._shown or (not self.tty and percent // 10 == self._shown // 10 and percent != 100):
+        if self.quiet or not self.tty or percent == self._shown:
             return
         self._shown = percent
-        filled = int(fraction * self.width)
-        bar = f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] {percent:3d}%"
-        self.stream.write(("\r" + bar) if self.tty else bar + "\n")
+        self.stream.write("\r" + self.bar(fraction))
         self.stream.flush()
 
     def stop_requested(self) -> bool:
         return self.stop
 
     def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
+        if self.quiet or self._fraction is None:
+            return
+        self.stream.write("\n" if self.tty else self.bar(self._fraction) + "\n")
 
 
 class CtrlC:
-    """While training: the first Ctrl-C asks the run to stop after this step, a second quits now."""
+    """While training: the first Ctrl-C asks the run to stop after this step, a second quits now. Once
+    the run has ended (`storing`), a Ctrl-C waits for the store: the command ends by itself in a moment."""
 
     def __init__(self, bar: ProgressBar) -> None:
         self.bar, self.previous = bar, None
+        self.storing = False
 
     def __enter__(self) -> "CtrlC":
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
@@ -80,6 +92,9 @@ class CtrlC:
         return self
 
     def _handle(self, signum, frame) -> None:
+        if self.storing:
+            self.bar.stream.write("\nstoring the run; the command ends in a moment\n")
+            return
         if self.bar.stop:
             raise KeyboardInterrupt
         self.bar.stop = True
@@ -95,7 +110,7 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set takes key=value, got {pair!r}")
+            raise UsageError(f"--set takes key=value, got {cut(pair)!r}")
         values[key.strip()] = value.strip()
     return values
 
@@ -104,24 +119,45 @@ def check_formats(text: str) -> tuple[str, ...]:
     formats = tuple(part.strip() for part in text.split(","))
     bad = [f for f in formats if f not in FIGURE_FORMATS]
     if bad:
-        raise UsageError(f"--format {bad[0]!r} is not allowed; choose from {', '.join(FIGURE_FORMATS)}")
+        raise UsageError(f"--format {cut(bad[0])!r} is not allowed; choose from {', '.join(FIGURE_FORMATS)}")
     return formats
+
+
+def config_bytes(text: str) -> bytes:
+    """A regular file's bytes, at most CONFIG_MAX_BYTES. Opened without blocking and checked before
+    reading: a FIFO would wait for a writer for ever, /dev/zero never ends, a folder has no bytes."""
+    try:
+        descriptor = os.open(text, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise UsageError(f"--config {cut(text)!r} is {kind}, not a file; give the config.json that run --out writes")
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            data = file.read(CONFIG_MAX_BYTES + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise UsageError(f"--config {cut(text)!r} is larger than {CONFIG_MAX_BYTES:,} bytes; a config is a few hundred")
+    return data
 
 
 def read_config_file(text: str) -> dict[str, Any]:
     """The settings in a JSON file: the `config.json` that `run --out` writes (an object)."""
     try:
-        data = json.loads(Path(text).read_text(encoding="utf-8"))
+        data = json.loads(config_bytes(text).decode("utf-8"))
     except OSError as error:
-        raise UsageError(f"--config {text!r} cannot be read: {error.strerror or error}") from None
+        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"--config {text!r} is not UTF-8 text") from None
+        raise UsageError(f"--config {cut(text)!r} is not UTF-8 text") from None
     except json.JSONDecodeError as error:
-        raise UsageError(f"--config {text!r} is not JSON: {error.msg} at line {error.lineno}") from None
+        raise UsageError(f"--config {cut(text)!r} is not JSON: {error.msg} at line {error.lineno}") from None
     except RecursionError:
-        raise UsageError(f"--config {text!r} is nested too deeply to be a config") from None
+        raise UsageError(f"--config {cut(text)!r} is nested too deeply to be a config") from None
     if not isinstance(data, dict):
-        raise UsageError(f"--config {text!r} holds a JSON {type(data).__name__}; a config is an object of "
+        raise UsageError(f"--config {cut(text)!r} holds a JSON {type(data).__name__}; a config is an object of "
                          "settings (the config.json that run --out writes)")
     return data
 
@@ -134,15 +170,15 @@ def checked_out(text: str | None) -> Path | None:
         raise UsageError("--out needs a folder; it was given an empty path")
     out = Path(text).expanduser()
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {text!r} is a file, not a folder")
+        raise UsageError(f"--out {cut(text)!r} is a file, not a folder")
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
-        raise UsageError(f"--out {text!r} is inside {str(existing)!r}, which is a file")
+        raise UsageError(f"--out {cut(text)!r} is inside {str(existing)!r}, which is a file")
     try:  # the one honest test of writability (a read-only file system, permissions, quotas)
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
-        raise UsageError(f"--out {text!r} is not writable: {error.strerror or error}") from None
+        raise UsageError(f"--out {cut(text)!r} is not writable: {error.strerror or error}") from None
     return out
 
 
@@ -161,44 +197,64 @@ def scenario_named(scenario_id: str, runnable: bool = True):
     return scenario
 
 
+def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
+    """`--config`'s settings, then `--set`'s. A config.json that `--out` wrote names its scenario:
+    another scenario's is refused, not half-applied."""
+    values = read_config_file(args.config) if args.config else {}
+    named = values.pop("scenario", scenario_id)
+    if named != scenario_id:
+        raise UsageError(f"--config {cut(args.config)!r} holds the settings of {cut(str(named))!r}, not of {scenario_id!r}")
+    return {**values, **parse_sets(args.set)}
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """A line for the person at the terminal (stderr), unless `--quiet`."""
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     formats = check_formats(args.format)
     out = checked_out(args.out)
-    values = {**(read_config_file(args.config) if args.config else {}), **parse_sets(args.set)}
+    values = settings_of(args, args.scenario)
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
+    from scenarios.base import ConfigError
     scenario = scenario_named(args.scenario)
     config = scenario.validate(values)
     store = None if args.no_store else RunStore()
     stored = None if store is None else stored_result(store, scenario, config, fresh=args.fresh)
     if stored is not None:
-        print(f"served from the run store: run {stored.run_id} (use --fresh to train again)", file=sys.stderr)
+        say(args, f"served from the run store: run {stored.run_id} (use --fresh to train again)")
         frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
     else:
         from engines.loop.runtime import configure  # torch loads only now: the arguments are known to be good
         configure()
-        bar = ProgressBar(scenario.id)
+        bar = ProgressBar(scenario.id, quiet=args.quiet)
         started = time.perf_counter()
-        try:
-            with CtrlC(bar):
+        with CtrlC(bar) as ctrl_c:
+            try:
                 result = scenario.run(config, sink=bar)
-        except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
-            if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
-                raise KeyboardInterrupt from None
-            print(one_line(f"error: the run failed: {type(error).__name__}: {error}"), file=sys.stderr)
-            return RUN_FAILED
-        finally:
-            bar.close()
-        frame, summary, status = result.frame, result.summary, result.status
-        run_id = save_result(store, scenario, config, status, frame, summary, [vars(e) for e in result.events],
-                             time.perf_counter() - started) if store else None
-        if status == "stopped":
-            where = f"stored as run {run_id}" if run_id else "not stored (--no-store)"
-            print(f"stopped by Ctrl-C after {len(frame)} records: {where}" + ("; nothing written to --out" if out else ""),
-                  file=sys.stderr)
-            return INTERRUPTED
-    files = write_outputs(out, config.model_dump(mode="json"), frame, summary, scenario.figures(frame, config),
-                          formats, args.plotlyjs, run_id) if out else []
+            except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
+                if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
+                    raise KeyboardInterrupt from None
+                if isinstance(error, ConfigError):  # input refused once the run reads it (a result_dir): exit 2
+                    raise
+                print(one_line(f"error: the run failed: {type(error).__name__}: {error}"), file=sys.stderr)
+                return RUN_FAILED
+            finally:
+                bar.close()
+            ctrl_c.storing = True  # the run has ended: what it did is stored whatever is pressed now
+            frame, summary, status = result.frame, result.summary, result.status
+            run_id = save_result(store, scenario, config, status, frame, summary, [vars(e) for e in result.events],
+                                 time.perf_counter() - started) if store else None
+            if status == "stopped":
+                where = f"stored as run {run_id}" if run_id else "not stored (--no-store)"
+                print(f"stopped by Ctrl-C after {len(frame)} records: {where}" +
+                      ("; nothing written to --out" if out else ""), file=sys.stderr)
+                return INTERRUPTED
+    files = write_outputs(args, out, scenario.id, config.model_dump(mode="json"), frame, summary,
+                          scenario.figures(frame, config), formats, run_id) if out else []
     explanation = scenario.explain(frame, config)
     if args.json:
         from explorer.cli.output import explanation_json, print_json
@@ -207,19 +263,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "explanation": explanation_json(explanation), "files": [str(p) for p in files]})
     else:
         print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
-        print(explanation.markdown())
+        print(terminal_text(explanation.markdown()))
     return 0
 
 
-def write_outputs(out: Path, config: dict, frame, summary: dict, figures: Mapping, formats: tuple[str, ...],
-                  plotlyjs: str, run_id: str | None) -> list[Path]:
+def write_outputs(args: argparse.Namespace, out: Path, scenario_id: str, config: dict, frame, summary: dict,
+                  figures: Mapping, formats: tuple[str, ...], run_id: str | None) -> list[Path]:
     from explorer.exports.files import write_run
     try:
-        paths = write_run(out, config, frame, summary, figures, formats, plotlyjs)
+        paths = write_run(out, scenario_id, config, frame, summary, figures, formats, args.plotlyjs, run_id)
     except Exception as error:  # a full disk, a folder removed meanwhile, no Chromium for PNG: the run is kept
         reason = error.strerror if isinstance(error, OSError) and error.strerror else f"{type(error).__name__}: {error}"
         kept = f"; the run is stored as run {run_id}" if run_id else ""
         raise WriteError(f"could not write the results to {str(out)!r}: {reason}{kept}") from None
     for path in paths:
-        print(path, file=sys.stderr)
+        say(args, str(path))
     return paths

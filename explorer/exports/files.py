@@ -1,5 +1,9 @@
 """Writing a run to files: config.json, metrics.csv, summary.json and every figure.
 
+config.json and summary.json name their scenario (`"scenario": id`, and the run's id in the
+summary): a folder of results says what made it, and `run --config config.json` refuses to read
+another scenario's settings.
+
 Figures are exported from the same `scenario.figures(frame, config)` the page draws.
 An HTML figure needs plotly.js (4.8 MB) to open offline: `embed` puts it inside each file,
 `file` writes it once as `plotly-<version>.min.js` beside the figures, which load it from
@@ -70,12 +74,13 @@ def write_figures(figures: Mapping[str, go.Figure], out: Path, formats: tuple[st
     return written
 
 
-def write_run(out: Path, config: dict[str, Any], frame: pd.DataFrame, summary: dict[str, Any],
+def write_run(out: Path, scenario: str, config: dict[str, Any], frame: pd.DataFrame, summary: dict[str, Any],
               figures: Mapping[str, go.Figure], formats: tuple[str, ...] = ("html", "png"),
-              plotlyjs: str = "auto") -> list[Path]:
-    """Everything a run produced, in `out`. Returns the paths written."""
+              plotlyjs: str = "auto", run_id: str | None = None) -> list[Path]:
+    """Everything a run of `scenario` produced, in `out`. Returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (out / "config.json").write_text(json.dumps({"scenario": scenario, **config}, indent=2, sort_keys=True) + "\n")
     frame[["arm", "step", "metric", "value"]].to_csv(out / "metrics.csv", index=False)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    named = {"scenario": scenario, "run_id": run_id, **summary}
+    (out / "summary.json").write_text(json.dumps(named, indent=2, default=str) + "\n")
     return [out / "config.json", out / "metrics.csv", out / "summary.json"] + write_figures(figures, out, formats, plotlyjs)

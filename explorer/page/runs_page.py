@@ -86,11 +86,12 @@ def actions(picked: list[RunRow], scenario_pages: dict[str, st.Page]) -> None:
                   help=plan if isinstance(plan, str) else f"Show run {plan[0].run_id} with the other "
                   f"{len(plan[1])} overlaid on it"):
         open_run(plan[0], plan[1], scenario_pages)
-    if one is not None:
+    writable = not run_store().read_only  # else shown as it is: the banner at the top says why
+    if one is not None and writable:
         row.text_input("Name", value=one.name, key=f"runs:name:{one.run_id}", max_chars=80,
                        placeholder="e.g. the baseline")
         row.button("Save name", key="runs:rename", on_click=save_name, args=(one.run_id,))
-    if picked:
+    if picked and writable:
         with row.popover(f"Delete {len(picked)}", key="runs:delete-menu"):
             st.markdown(f"Delete {len(picked)} run{'s' * (len(picked) != 1)} from the store for good? "
                         + ", ".join(f"`{r.run_id}`" for r in picked))

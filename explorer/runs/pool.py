@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from explorer.runs.processes import end_tree
+from explorer.runs.processes import end_tree, how_it_ended
 from scenarios.base import Machine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -264,12 +264,12 @@ class WorkerPool:
                 if worker.ready and not self._closed:
                     self._spawn()  # a run crashed it: a fresh one takes its place
                 elif crashed and not self._workers:  # none could start: say why, do not loop
-                    self._failure = f"no worker could start (exit code {code}): {why}"
+                    self._failure = f"no worker could start ({how_it_ended(code)}): {why}"
                     stranded, self._queue = list(self._queue), deque()
             self._lock.notify_all()
         if job is not None:
             job.receive({"kind": "done", "id": job.id, "status": "failed",
-                         "error": f"the worker training this run died (exit code {code}): {why}"}
+                         "error": f"the worker training this run died, {how_it_ended(code)}: {why}"}
                         if crashed else {"kind": "done", "id": job.id, "status": "stopped"})
         for other in stranded:
             other.receive({"kind": "done", "id": other.id, "status": "failed", "error": self._failure})
@@ -296,4 +296,4 @@ def crash_line(stderr) -> str:
     except (OSError, ValueError):
         lines = []
     errors = [line for line in lines if "Error" in line or "Exception" in line or "Killed" in line]
-    return (errors or lines or ["it wrote nothing"])[-1]
+    return (errors or lines or ["it wrote nothing before it ended"])[-1]

@@ -1,45 +1,40 @@
-"""Processes below a process: found through /proc, ended as a tree.
+"""Processes below a process: found and ended as a tree, on every platform (through psutil).
 
 A worker's rank processes run in sessions of their own (so a signal to the worker's group
-does not reach them), but their parent is still the worker: that link finds them.
+does not reach them), but their parent is still the worker: that link finds them. psutil reads
+it from wherever the platform keeps it (/proc on Linux, sysctl on macOS, the toolhelp snapshot
+on Windows), and ends a process only if it is still the one found (the start time is checked),
+so an ended child whose id was reused is never signalled.
 """
-import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 
+import psutil
+
 TERM_GRACE_S = 0.3   # SIGTERM, then this long before SIGKILL
 
 
+def _below(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:  # ended, or not ours to look at
+        return []
+
+
 def descendants(pid: int) -> list[int]:
-    """Every living process below `pid` (children, theirs, ...), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    """Every living process below `pid` (children, theirs, ...)."""
+    return [child.pid for child in _below(pid)]
 
 
 def cpu_seconds(pid: int) -> float:
-    """The user + system CPU time `pid` has used, from /proc (0.0 once it has ended)."""
+    """The user + system CPU time `pid` has used (0.0 once it has ended)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
+    return times.user + times.system
 
 
 def wait_quiet(pids: Callable[[], list[int]], timeout_s: float, idle_cpu_s: float = 0.05,
@@ -58,25 +53,33 @@ def wait_quiet(pids: Callable[[], list[int]], timeout_s: float, idle_cpu_s: floa
 
 
 def end_tree(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM a worker (it unwinds its run and reaps its rank processes), then SIGKILL it and
+    """Terminate a worker (it unwinds its run and reaps its rank processes), then kill it and
     everything it started that is still there. Its children are listed first: once it is
     gone they would no longer be its children."""
     if proc.poll() is not None:
         return
-    below = descendants(proc.pid)
-    _signal(proc.pid, signal.SIGTERM)
+    below = _below(proc.pid)
+    proc.terminate()
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        below += descendants(proc.pid)
-        _signal(proc.pid, signal.SIGKILL)
+        below += _below(proc.pid)
+        proc.kill()
         proc.wait()
-    for pid in below:
-        _signal(pid, signal.SIGKILL)
+    for child in below:
+        try:
+            child.kill()
+        except psutil.Error:  # already gone
+            pass
 
 
-def _signal(pid: int, signum: int) -> None:
+def how_it_ended(code: int) -> str:
+    """A process's end in words: `exit code 1`, or the signal that killed it by name (a negative
+    return code), with the usual sender of SIGKILL named."""
+    if code >= 0:
+        return f"exit code {code}"
     try:
-        os.kill(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    return f"killed by {name}" + (" (sent by hand or by the kernel's out-of-memory killer)" if name == "SIGKILL" else "")

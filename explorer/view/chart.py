@@ -14,25 +14,22 @@ figure leaves the server its traces are thinned to what a screen can show. The b
 it to the chart's real width: a title wider than that wraps, long tick labels push the margin out.
 
 plotly.js itself is the one the Python plotly package ships (the exports' HTML uses the
-same), served once per browser from the package's folder through Streamlit's
-component-file route and cached.
+same), served by a static-file route of the server (explorer/view/plotly_js.py), fetched once
+per browser and cached.
 """
 import hashlib
 import json
-import os
 
 import numpy as np
-import plotly
 import plotly.graph_objects as go
 import streamlit as st
-import streamlit.components.v1 as components_v1
 from plotly.utils import PlotlyJSONEncoder
 
 from explorer.view.look import BASE_HEIGHT_PX
+from explorer.view.plotly_js import url as _plotly_url
 
 MAX_POINTS = 800    # per line trace: more than a chart's width in pixels shows nothing more
 MAX_COLUMNS = 400   # per heatmap
-PLOTLY_DIR = os.path.join(os.path.dirname(plotly.__file__), "package_data")
 
 _JS = """
 function plotlyFrom(src) {
@@ -285,10 +282,3 @@ def _length(values) -> int:
         return len(values)
     except TypeError:
         return 0
-
-
-def _plotly_url() -> str:
-    """Where the browser fetches plotly.js: the package's folder, served as component files."""
-    assets = components_v1.declare_component("plotly_assets", path=PLOTLY_DIR)
-    base = st.get_option("server.baseUrlPath").strip("/")
-    return "/" + (base + "/" if base else "") + f"component/{assets.name}/plotly.min.js"
