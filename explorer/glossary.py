@@ -2,11 +2,16 @@
 
 The term list follows the course glossary (seed 000: seven sections from core mechanics to
 distributed training, 66 terms) plus the gradient-related terms of seed 004, gathered in
-their own section. The definitions are written here, in our words. A scenario declares, per
+their own section, and the terms the language-model pages added (their own section). The definitions are written here, in our words. A scenario declares, per
 term it shows, the evidence: the figure and the metrics whose records show it
 (`Scenario.terms`); the registry contract test runs the scenario and finds them. Coverage
 is computed from that evidence only: over the course glossary's terms, and separately over
 the rest; the Glossary page links each term to the figure that shows it.
+
+The training methods (seed 002: 23 methods, from Adam to word2vec) are listed apart, each with
+our one-line meaning. A scenario declares the methods it shows like its terms (`Scenario.methods`,
+evidence marked `partial` where the page shows only part of the method); `scenarios_by_method`
+and `method_coverage` count from that evidence only.
 """
 from dataclasses import dataclass
 
@@ -114,9 +119,19 @@ SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("Cross-entropy", "The negative log-probability a model gives the correct class; ln(classes) when it is guessing uniformly."),
         ("Softmax", "exp(zᵢ)/Σ exp(zⱼ): turns a vector of logits into probabilities that are positive and sum to one."),
     ],
+    "Language Models": [
+        ("Token", "One unit of text a model reads or writes (a byte, a piece of a word, a word), named by an integer id."),
+        ("Byte-pair encoding (BPE)", "A tokenizer grown from the 256 bytes by merging the most frequent adjacent pair into a new token, again and again."),
+        ("Vocabulary size", "How many tokens a tokenizer has: more make text shorter, but each row of the embedding rarer and the output layer wider."),
+        ("Perplexity", "e to the loss in nats per token: how many equally likely choices would leave the model as unsure as it is."),
+        ("Bits per byte", "The loss in bits divided by the bytes each token covers, so models with different tokenizers compare fairly."),
+        ("Entropy rate", "A source's uncertainty per token given its whole past; on the source's fresh text no model's loss goes below it."),
+        ("Exposure bias", "Trained only on true prefixes, a model meets its own imperfect ones when it generates, and its slips can compound."),
+        ("Scheduled sampling", "Swapping some training inputs for the model's own samples, more as training goes on, so it sees its own slips."),
+    ],
 }
 
-ORIGIN_BY_SECTION = {"Gradients & Numerics": "gradients"}
+ORIGIN_BY_SECTION = {"Gradients & Numerics": "gradients", "Language Models": "added"}
 ADDED = {"Initialization"}  # in neither seed list; declared by a scenario and a genuine training term
 
 TERMS: tuple[Term, ...] = tuple(
@@ -151,3 +166,50 @@ def coverage(scenarios, origin: str | None = "course") -> tuple[int, int]:
     shown = scenarios_by_term(scenarios)
     names = [t.name for t in TERMS if origin is None or t.origin == origin]
     return sum(1 for name in names if shown[name]), len(names)
+
+
+# --- training methods (seed 002), in our words --------------------------------------------------
+METHODS: tuple[tuple[str, str], ...] = (
+    ("Adam (optimizer)", "Steps each weight by its gradient's running mean over its running RMS: momentum with a step size per parameter."),
+    ("Analytic distillation", "Pulling what a trained model knows into a smaller or more explicit form: a student, written rationales, or circuits read from weights."),
+    ("Backpropagation", "The reverse sweep that applies the chain rule from the loss back through every layer: all gradients for about one forward pass's cost."),
+    ("Compositional generalization", "Handling new combinations of familiar parts (a known verb with a known modifier never seen together), where networks often fail."),
+    ("Cross-entropy loss", "The mean negative log-probability given to the token that actually came next; no model gets it below the text's entropy."),
+    ("Direct preference optimization", "Fitting a policy to preferred and rejected answers with one logistic loss on log-probability ratios: no reward model, no RL loop."),
+    ("Distributed training", "One training run spread over many devices by splitting the data, the layers, the tensors or the optimizer state among them."),
+    ("Dropout", "Zeroing random activations while training so no unit can be relied on alone; rarely used once pretraining reads each text once."),
+    ("FlashAttention", "Exact attention computed tile by tile in fast on-chip memory, never writing out the full score matrix: faster, and less memory."),
+    ("Instruction tuning", "Fine-tuning on many tasks written as instructions with answers, so the model follows instructions it was never trained on."),
+    ("Knowledge distillation", "Training a small student to match a large teacher's output probabilities, not only the hard labels."),
+    ("Masked language modeling", "Hiding some tokens and training the model to fill them in from both sides; the objective of BERT-style encoders."),
+    ("Mixture of experts", "Many expert sub-networks and a router sending each token to a few: parameters grow while the compute per token does not."),
+    ("Next-token prediction", "Predicting each token from the ones before it: the objective of GPT-style models, and how they generate text."),
+    ("Pretraining", "The first, self-supervised stage: general patterns learned from a large unlabelled corpus, before any task."),
+    ("Reinforcement learning from human feedback", "Reinforcement learning of a language model against a reward model fitted to human comparisons of its answers."),
+    ("Reinforcement learning with verifiable rewards", "Reinforcement learning whose reward is a program that checks the answer (tests, a math checker), not a learned model."),
+    ("Scaling laws", "Power laws that predict the loss from parameters, data and compute, used to size a model and its training for a budget."),
+    ("Supervised fine-tuning", "More next-token training of a pretrained model on curated prompt–response examples, so it behaves like them."),
+    ("Teacher forcing", "Feeding a sequence model the true previous tokens in training: every position trains at once, but it never sees its own slips."),
+    ("Tokenization", "Cutting raw text into the integer tokens a model reads and writes, usually by byte-pair encoding."),
+    ("ULMFiT", "Three stages for text: pretrain a language model, fine-tune it on the target domain, then train a classifier on it with care."),
+    ("Word2vec", "Word vectors learned by predicting a word's neighbours, so similar words sit close and some relations become vector offsets."),
+)
+METHOD_NAMES = tuple(name for name, _ in METHODS)
+
+
+def scenarios_by_method(scenarios) -> dict[str, list]:
+    """Method name -> the scenarios (in gallery order) whose declared evidence shows it."""
+    shown: dict[str, list] = {name: [] for name in METHOD_NAMES}
+    for scenario in scenarios:
+        for name in getattr(scenario, "methods", {}):
+            if name in shown:
+                shown[name].append(scenario)
+    return shown
+
+
+def method_coverage(scenarios) -> tuple[int, int, int]:
+    """(methods shown in full by some scenario, methods shown only in part, all methods)."""
+    by_method = scenarios_by_method(scenarios)
+    full = sum(1 for name, found in by_method.items() if any(not s.methods[name].partial for s in found))
+    part = sum(1 for name, found in by_method.items() if found and all(s.methods[name].partial for s in found))
+    return full, part, len(METHOD_NAMES)

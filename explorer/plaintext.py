@@ -12,6 +12,7 @@ start: the text reads the same and links nowhere.
 """
 import re
 
+ECHO_CHARS = 80  # a value quoted in a message is cut past this many characters
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 _LINK_STARTS = re.compile(r"(?i)(?<=www)(?=\.)|(?=://)|(?=@)")  # where GFM's bare autolinks begin
 WORD_JOINER = "\u2060"
@@ -20,6 +21,13 @@ WORD_JOINER = "\u2060"
 def one_line(text: object) -> str:
     """Runs of whitespace (newlines included) become one space."""
     return " ".join(str(text).split())
+
+
+def cut(value: object, limit: int = ECHO_CHARS) -> str:
+    """A value from outside as a message quotes it: one line, cut with an ellipsis past `limit`
+    characters (a pasted 10,000-character value would otherwise be the whole message)."""
+    text = one_line(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def escape_markdown(text: str) -> str:

@@ -157,9 +157,10 @@ class AtChance(Claim):
     chance: float
     chance_name: str = "chance"
     label: str = ""
+    level: str = "chance"  # what the chance value is called: "the constant-output loss" for a regression
 
     def __str__(self) -> str:
-        return (f"ended at chance ({self.label + ' ' if self.label else ''}{fmt(self.value)} at step {self.step}; "
+        return (f"ended at {self.level} ({self.label + ' ' if self.label else ''}{fmt(self.value)} at step {self.step}; "
                 f"{self.chance_name} = {fmt(self.chance)})")
 
     def holds(self, records: "Records") -> bool:

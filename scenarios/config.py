@@ -4,13 +4,17 @@ A Config's fields, with bounds (`ge`, `le`), `Literal` choices and `description`
 single source of the page's widgets, the CLI's `--set`, URL parameters and validation.
 A field that only chooses what is drawn is a *view field* (`view_field(...)`): it is not
 part of a run's key, so changing it redraws from the same records instead of training.
+A check across fields is a pydantic `model_validator(mode="after")` raising ValueError with a
+message that starts with the field it refuses ("line_length=48 is longer than …"): it is
+refused at every edge, like a bound.
 """
+import functools
 import math
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class ScenarioConfig(BaseModel):
@@ -52,6 +56,17 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+ECHO_CHARS = 80
+
+
+def cut(value: object, limit: int = ECHO_CHARS) -> str:
+    """A value from outside as a message quotes it: one line, cut with an ellipsis past `limit` characters.
+    (explorer/plaintext.py's `cut`, the same: scenarios import nothing above them, and the command line
+    refuses a bad argument before it loads the scenario registry.)"""
+    text = one_line(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def field_spec(info) -> dict[str, Any]:
     """The facts about one pydantic field that the edges need."""
     spec: dict[str, Any] = {"default": info.default, "description": info.description or "",
@@ -74,14 +89,22 @@ def field_spec(info) -> dict[str, Any]:
     return spec
 
 
-def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError) -> str:
-    """The first problem in one line, naming the key and what is allowed."""
+def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError,
+                   field_name: str | None = None) -> str:
+    """The first problem in one line, naming the key and what is allowed (`field_name`: the field a
+    value was checked alone against)."""
     problem = error.errors()[0]
-    key = ".".join(str(part) for part in problem["loc"]) or "config"
+    if field_name is None and not problem["loc"] and problem["type"] == "value_error":
+        return one_line(f"{str(problem['msg']).removeprefix('Value error, ')} ({scenario_id})")  # a check across fields
+    # An empty loc is the whole config; a loc of ('',) is a key named '' (said as such below).
+    key = field_name or (".".join(str(part) for part in problem["loc"]) if problem["loc"] else "config")
     if problem["type"] == "extra_forbidden":
-        return one_line(f"unknown key {key!r} for {scenario_id}; allowed keys: {', '.join(specs)}")
+        named = f"{cut(key)!r}" if key else "'' (an empty name)"
+        return one_line(f"unknown key {named} for {scenario_id}; allowed keys: {', '.join(specs)}")
     spec = specs.get(key, {})
-    given = problem.get("input")
+    given = cut(problem.get("input"))
+    if problem["type"] == "value_error":  # a validator's own sentence: the combination, not the bounds
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {problem.get('ctx', {}).get('error', problem['msg'])}")
     if spec.get("kind") == "choice":
         allowed = "one of " + ", ".join(str(c) for c in spec["choices"])
     elif spec.get("kind") in ("int", "float"):
@@ -90,6 +113,18 @@ def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: Va
         allowed = f"{'an integer' if spec['kind'] == 'int' else 'a number'} from {low} to {high}"
     elif spec.get("kind") == "bool":
         allowed = "true or false"
+    elif problem["msg"].startswith(("Input should be ", "String should be ")):  # pydantic's own words, as ours
+        allowed = problem["msg"].split(" should be ", 1)[1]
+    elif problem["msg"].startswith("String should have "):
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must have "
+                        f"{problem['msg'].removeprefix('String should have ')}")
     else:
-        allowed = problem["msg"]
+        return one_line(f"{key}={given} is not allowed for {scenario_id}: {problem['msg'].removeprefix('Value error, ')}")
     return one_line(f"{key}={given} is not allowed for {scenario_id}: {key} must be {allowed}")
+
+
+@functools.cache
+def field_adapter(config_class: type[ScenarioConfig], name: str) -> TypeAdapter:
+    """A validator of one field alone: its type, bounds and choices, no check across fields."""
+    info = config_class.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, info])

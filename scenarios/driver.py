@@ -4,9 +4,12 @@ A scenario's `phases` are lists of `Arm`s; `Run.drive` advances the arms of a ph
 by side (one item each in turn) and the phases one after another. Every item an arm
 yields is a step (`engines.loop.training.train` yields one per step), so Stop is checked after
 every step of every arm, and progress is computed here, once, from each arm's `steps`
-and `cost`. A diverged arm ends with an event and a `diverged` row; a diverged `needed`
-arm (a teacher, the float model) ends the run. A `Note` item tells the sink what the run
-waits for ("starting 3 rank processes") without recording anything.
+and `cost`: the work done over the work done and left (an arm that diverges early leaves
+less). A diverged arm ends with an event and a `diverged` row; a diverged `needed` arm (a
+teacher, the float model) ends the run. A `Note` item tells the sink what the run
+waits for ("starting 3 rank processes") without recording anything. One batched step of K
+arms (`engines.loop.batched.train_arms`) is one item too: a list of `(arm_name, record)`, each
+reported under its own name as it comes; a diverged one ends that arm alone.
 """
 import time
 from collections.abc import Iterator, Mapping
@@ -39,7 +42,8 @@ class Sink(Protocol):
     def stop_requested(self) -> bool: ...
 
 
-Item = StepRecord | Diverged | Note | None | tuple[str, StepRecord | Diverged]
+Named = tuple[str, StepRecord | Diverged]
+Item = StepRecord | Diverged | Note | None | Named | list[Named]
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Arm:
     `steps` is how many items it will yield (`Note`s aside) and `cost` the relative time of one, for
     progress. A `needed` arm's result is used by later phases (a teacher, the float model):
     if it diverges the run ends there. An item may be `(arm_name, record)` to report under
-    another name (one process group streaming several strategies)."""
+    another name (one process group streaming several strategies), or a list of them: one step
+    of a batched group of arms, every arm's record at once (`steps` counts such steps)."""
 
     name: str
     records: Iterator[Item]
@@ -116,12 +121,17 @@ class Run:
         return self.stopped
 
     def drive(self, phases: list[list[Arm]]) -> None:
-        """Run the phases in order; within a phase, advance the arms side by side."""
-        total = sum(arm.steps * arm.cost for phase in phases for arm in phase) or 1.0
+        """Run the phases in order; within a phase, advance the arms side by side.
+
+        Progress is the work done over the work done and still to do (steps × cost): an arm that
+        ends early (it diverged) takes its unrun steps off what is left, rather than counting them
+        as done, so the bar moves with the time the run still needs."""
+        later = [sum(arm.steps * arm.cost for arm in phase) for phase in phases]
         done = 0.0
-        for phase in phases:
+        for index, phase in enumerate(phases):
             live = {id(arm): arm for arm in phase}
             left = {id(arm): arm.steps for arm in phase}
+            after = sum(later[index + 1:])
             try:
                 while live:
                     for key, arm in list(live.items()):
@@ -132,8 +142,7 @@ class Run:
                                 return
                             continue
                         if item is StopIteration or self._take(arm, item):
-                            del live[key]
-                            done += max(0, left[key]) * arm.cost  # an arm that ended early counts as done
+                            del live[key]  # its unrun steps will not run: no longer work to do
                             if item is not StopIteration and arm.needed:
                                 return
                             continue
@@ -142,7 +151,8 @@ class Run:
                             done += arm.cost
                         if self.should_stop():
                             return
-                    self.progress(done / total)
+                    to_do = sum(max(0, left[key]) * arm.cost for key, arm in live.items()) + after
+                    self.progress(done / (done + to_do) if done + to_do else 1.0)
             finally:
                 for arm in live.values():
                     arm.records.close()  # a stopped run still runs each loop's `finally`
@@ -150,6 +160,10 @@ class Run:
 
     def _take(self, arm: Arm, item: Item) -> bool:
         """Report one item; True when it ends the arm (it diverged)."""
+        if isinstance(item, list):  # a batched step: each arm's record under its name; the group ends itself
+            for named in item:
+                self._take(arm, named)
+            return False
         name = arm.name
         if isinstance(item, tuple):
             name, item = item

@@ -13,10 +13,11 @@ if TYPE_CHECKING:
 
 
 def trajectory(records: "Records", arm: str, metric: str = "loss", *, chance: float | None = None,
-               chance_name: str = "chance", label: str = "") -> list[Claim]:
+               chance_name: str = "chance", label: str = "", level: str = "chance") -> list[Claim]:
     """What happened to one arm's curve, in claims that hold for any run: it stayed at chance;
     or it blew up (peaked, then stayed above twice chance until a step, or to the end); fell
-    to a low and diverged; or ended at a value (at chance, when it ended there)."""
+    to a low and diverged; or ended at a value (at chance, when it ended there). `level` names
+    the chance value in the words ("the constant-output loss" where no output beats the mean)."""
     series = records.series(arm, metric)
     if series.empty:
         return []
@@ -24,7 +25,7 @@ def trajectory(records: "Records", arm: str, metric: str = "loss", *, chance: fl
     last_step, last = int(series.index[-1]), float(series.iloc[-1])
     diverged = records.diverged_at(arm)
     if chance is not None and diverged is None:
-        stayed = StayedNear(arm, metric, chance, first_step, last_step, f"chance ({chance_name} = {fmt(chance)})")
+        stayed = StayedNear(arm, metric, chance, first_step, last_step, f"{level} ({chance_name} = {fmt(chance)})")
         if stayed.holds(records):
             return [stayed]
     claims: list[Claim] = []
@@ -35,14 +36,14 @@ def trajectory(records: "Records", arm: str, metric: str = "loss", *, chance: fl
             after = series[series.index > peak_step]
             below = after[after <= 2 * chance]
             claims.append(Above(arm, metric, 2 * chance, int(below.index[0]) if len(below) else None,
-                                first=peak_step, name="twice chance"))
+                                first=peak_step, name=f"twice {level}"))
     if diverged is not None:
         low_step, low = int(series.idxmin()), float(series.min())
         if low < 0.5 * first and low_step > first_step:
             claims.append(Low(arm, metric, low_step, low, label))
         return claims + [DivergedAt(arm, diverged)]
     if chance is not None and abs(last - chance) <= AT_CHANCE * abs(chance):
-        return claims + [AtChance(arm, metric, last_step, last, chance, chance_name, label)]
+        return claims + [AtChance(arm, metric, last_step, last, chance, chance_name, label, level)]
     return claims + [Final(arm, metric, last_step, last, label)]
 
 

@@ -5,6 +5,8 @@ counting them by name machine-wide fails whenever one is running. A test instead
 fresh tag in its environment; every process it starts inherits it (engines.distributed.launch
 passes the environment on), orphans included, and only processes carrying the tag count.
 """
+import os
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +18,23 @@ def tag_environment(monkeypatch) -> str:
     return tag
 
 
+EXEC_WAIT_S = 30.0  # at most, for a process caught inside exec (its command line not written yet)
+
+
+def _command_line(entry: Path) -> bytes:
+    """A process's command line. A child of this process caught in exec — past the point where
+    Popen returns, before the kernel writes the new program's arguments — reads empty: wait for
+    that to end (an event; under load it can take a while) rather than miss it. Other processes
+    with an empty one (kernel threads, zombies) are read as they are."""
+    deadline = time.monotonic() + EXEC_WAIT_S
+    while True:
+        command = (entry / "cmdline").read_bytes()
+        state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        if command or state == "Z" or int(parent) != os.getpid() or time.monotonic() > deadline:
+            return command
+        time.sleep(0.01)
+
+
 def ranks_alive(tag: str) -> list[int]:
     """Process ids of live rank processes (`engines.distributed.worker`, or a spare waiting to be one) that carry `tag`."""
     marker = f"EXPLORER_TEST_TAG={tag}".encode()
@@ -24,12 +43,12 @@ def ranks_alive(tag: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            command = (entry / "cmdline").read_bytes()
+            command = _command_line(entry)
             if b"engines.distributed.worker" not in command and b"engines.distributed.spare_rank" not in command:
                 continue
             if marker in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))
-        except OSError:  # gone meanwhile, or another user's
+        except (OSError, IndexError):  # gone meanwhile, or another user's
             continue
     return found
 

@@ -127,6 +127,8 @@ def test_auto_run_starts_the_new_setting_and_cancels_the_old_run() -> None:
     second = at.session_state["run:vanishing-gradients"]
     assert (second.config.depth, second.config.steps) == (12, 3000), "the new run has the new value"
     assert first.join(10) and first.snapshot().status == "stopped", "the old config's run was cancelled"
+    assert second.wait_for_first_record(60), "the new run records before it is stopped (a run stopped before "\
+        "its first record is not stored)"
     at.button(key="stop").click().run()
     assert second.join(10) and progress_text(at).startswith("Stopped")
     from explorer.runs.store import RunStore

@@ -1,5 +1,6 @@
 """'What to look for' is proved by the records: the claim vocabulary checks what it says, and
-every scenario's explanation holds on random valid configs, not only at the defaults."""
+every scenario's explanation holds on random valid configs, not only at the defaults — its
+claims' numbers, and its words (tests/sentence_checks.py)."""
 import math
 import random
 
@@ -11,6 +12,7 @@ from scenarios.base import COLUMNS, ConfigError
 from scenarios.claims import AT_CHANCE, Above, AtChance, DivergedAt, Final, Low, Peak, StayedNear, Value
 from scenarios.explanation import trajectory
 from scenarios.records import Records
+from tests.sentence_checks import problems
 
 CHANCE = math.log(2)
 
@@ -106,12 +108,16 @@ def configs_for(scenario, count: int, seed: int) -> list[dict]:
 
 
 def check_claims(scenario, values: dict) -> None:
+    """Every claim holds, and no sentence's words contradict the records (tests/sentence_checks.py)."""
     config = scenario.validate(values)
     result = scenario.run(config)
     explanation = scenario.explain(result.frame, config)
     records = Records(result.frame)
     wrong = [str(claim) for claim in explanation.claims() if not claim.holds(records)]
     assert not wrong, f"{scenario.id} {values}: claims the records do not show: {wrong}"
+    sentences = [s.text for s in ([explanation.takeaway] if explanation.takeaway else []) + list(explanation.details)]
+    contradicted = problems(scenario.id, config, records, sentences)
+    assert not contradicted, f"{scenario.id} {values}: sentences the records contradict: {contradicted}"
     if result.status in ("finished", "diverged"):
         assert explanation.takeaway is not None, f"{scenario.id} {values}: no takeaway"
 

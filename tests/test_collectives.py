@@ -110,12 +110,12 @@ def test_three_ranks_are_exact_follow_the_ring_and_count_per_design(three_ranks)
 
 
 def test_refusals_name_the_limit() -> None:
-    """More ranks than cores (past 4) or than half the free memory holds are refused before Run."""
-    small = Machine(cpus=2, memory_available_bytes=64 * 10**9)
+    """More ranks than cores (past 4) or than half the host memory holds are refused before Run."""
+    small = Machine(cpus=2, memory_limit_bytes=64 * 10**9)
     assert SCENARIO.refusal(SCENARIO.validate({"world_size": 4}), small) is None
     assert "at most 4 rank processes" in SCENARIO.refusal(SCENARIO.validate({"world_size": 5}), small)
-    assert SCENARIO.refusal(SCENARIO.validate({"world_size": 8}), Machine(cpus=16, memory_available_bytes=64 * 10**9)) is None
-    tight = Machine(cpus=2, memory_available_bytes=10**9)
+    assert SCENARIO.refusal(SCENARIO.validate({"world_size": 8}), Machine(cpus=16, memory_limit_bytes=64 * 10**9)) is None
+    tight = Machine(cpus=2, memory_limit_bytes=10**9)
     assert "GB" in SCENARIO.refusal(SCENARIO.validate({"world_size": 4, "largest_kib": 16384}), tight)
     estimate = SCENARIO.estimate(SCENARIO.validate({}))
     assert 2 < estimate.seconds < 60 and estimate.bytes > 0, estimate

@@ -289,7 +289,7 @@ def test_a_launch_leaves_spare_ranks_that_the_next_takes_and_that_end_with_their
         assert len(distributed.spares()) == 2
         proc, errors = distributed._spares[0]
         proc.stdin.close()  # what the launcher's end does to it
-        assert proc.wait(60) == 0, "a spare whose stdin closed exits"
+        assert proc.wait(300) == 0, "a spare whose stdin closed exits"  # once its niced imports are done: slow under load
         errors.close()
     finally:
         distributed.drop_spares()

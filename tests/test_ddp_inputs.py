@@ -48,14 +48,14 @@ def test_more_ranks_than_gpus_are_refused_before_launch(tag) -> None:
 
 def test_the_page_hears_the_same_refusal_from_the_machine_facts() -> None:
     """`refusal` decides from a Machine alone (the page asks before Run); run() says the same sentence."""
-    laptop = Machine(cpus=8, gpus=0, memory_available_bytes=int(16e9))
-    one_gpu = Machine(cpus=8, gpus=1, gpu_memory_bytes=int(16e9), memory_available_bytes=int(64e9))
+    laptop = Machine(cpus=8, gpus=0, memory_limit_bytes=int(16e9))
+    one_gpu = Machine(cpus=8, gpus=1, gpu_memory_bytes=int(16e9), memory_limit_bytes=int(64e9))
     refuse = lambda machine, **values: SCENARIO.refusal(SCENARIO.validate(values), machine)  # noqa: E731
     assert refuse(laptop) is None and refuse(one_gpu) is None
     assert "at most 4 rank processes (this machine has 8 cores" in refuse(laptop, device="cpu", world_size=5)
     assert "NCCL needs one GPU per rank and this machine has 1" in refuse(one_gpu, device="cuda", world_size=2)
     assert refuse(one_gpu, world_size=2) is None  # auto: two ranks on the CPU
-    small = Machine(cpus=8, gpus=0, memory_available_bytes=int(1e9))
+    small = Machine(cpus=8, gpus=0, memory_limit_bytes=int(1e9))
     assert "needs about" in refuse(small, world_size=4) and "(10 rank processes" in refuse(small, world_size=4)
     big = refuse(Machine(cpus=8, gpus=1, gpu_memory_bytes=int(1e6)), world_size=1, hidden=256, layers=8)
     assert "on GPU 0" in big and "GB a GPU has here" in big

@@ -5,10 +5,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer.glossary import SECTIONS, TERMS, coverage, scenarios_by_term
+from explorer.glossary import (METHOD_NAMES, METHODS, SECTIONS, TERMS, coverage, method_coverage, scenarios_by_method,
+                               scenarios_by_term)
 from scenarios import all_scenarios
 
-SEED = next(iter(sorted((Path(__file__).resolve().parents[2] / "shared" / "seeds").glob("000_*.txt"))), None)
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+SEED = next(iter(sorted(SEEDS.glob("000_*.txt"))), None)
+METHODS_SEED = next(iter(sorted(SEEDS.glob("002_*.txt"))), None)
 SEED_SECTIONS = ["Core Mechanics", "Optimization & Training", "Architecture", "Generalization",
                  "Fine-Tuning & Compression", "Alignment", "Distributed Training"]
 
@@ -58,6 +61,31 @@ def test_coverage_counts_the_course_terms_with_evidence() -> None:
     assert all(s in scenarios_by_term(scenarios)["Backpropagation"] for s in scenarios if "Backpropagation" in s.terms)
 
 
+@pytest.mark.skipif(METHODS_SEED is None, reason="the training methods (../shared/seeds/002_*.txt) are not next to the repo")
+def test_the_training_methods_are_the_seeds_23() -> None:
+    seed_names = re.findall(r"^\s*•\s*(.+?) · ", METHODS_SEED.read_text(), flags=re.M)
+    assert len(seed_names) == 23 and list(METHOD_NAMES) == seed_names, (METHOD_NAMES, seed_names)
+
+
+def test_methods_are_defined_in_one_line_and_declared_only_by_name() -> None:
+    for name, meaning in METHODS:
+        assert meaning.endswith(".") and "\n" not in meaning and len(meaning) < 160, name
+    for scenario in all_scenarios():
+        unknown = [m for m in scenario.methods if m not in METHOD_NAMES]
+        assert not unknown, f"{scenario.id} declares methods the index lacks (use its exact names): {unknown}"
+
+
+def test_method_coverage_counts_full_and_partial_evidence() -> None:
+    """A method with a page showing it in full counts as shown; one shown only in part counts apart."""
+    scenarios = all_scenarios()
+    full, part, total = method_coverage(scenarios)
+    by_method = scenarios_by_method(scenarios)
+    in_full = {m for m, found in by_method.items() if any(not s.methods[m].partial for s in found)}
+    assert total == 23 and full == len(in_full) and full + part == sum(1 for found in by_method.values() if found)
+    assert {"Adam (optimizer)", "Backpropagation", "Dropout", "Knowledge distillation", "Direct preference optimization",
+            "Reinforcement learning from human feedback", "Distributed training"} <= in_full, sorted(in_full)
+
+
 def glossary_app() -> None:
     import streamlit as st
     from explorer.page.pages import build_navigation
@@ -76,6 +104,10 @@ def test_glossary_page_shows_coverage_links_and_uncovered_terms() -> None:
         f"uncovered terms are listed as such: {uncovered}"
     links = [el for el in at.get("page_link")]
     assert any(el.proto.label == "Vanishing gradients" for el in links)
+    full, part, total = method_coverage(all_scenarios())
+    assert any(f"{full} of {total} training methods have a live experiment** (and {part} more in part)" in m.value
+               for m in at.markdown), "the methods' count"
+    assert [h.value for h in at.header] == ["Training methods"] and any(c.value == "Not yet" for c in at.caption)
 
     at.text_input(key="glossary:find").set_value("lora").run()
     assert [h.value for h in at.subheader] == ["Fine-Tuning & Compression"]

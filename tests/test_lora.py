@@ -163,13 +163,18 @@ class RecordingSink:
         return self.stop_after_rows is not None and sum(map(len, self.batches)) >= self.stop_after_rows
 
 
-def test_each_arm_is_reported_as_it_runs_full_fine_tune_first() -> None:
+def test_each_arm_is_reported_as_it_runs_full_fine_tune_first_then_every_rank_together() -> None:
+    """The full fine-tune streams first; the ranks train as one batched model, so each of its steps
+    brings every rank's rows (engines/supervised/lora_arms.py)."""
     sink = RecordingSink()
     SCENARIO.run(SCENARIO.tiny, sink)
-    arms_in_arrival = [batch[0][0] for batch in sink.batches]
+    arms_in_arrival = [row[0] for batch in sink.batches for row in batch]
     order = list(dict.fromkeys(arms_in_arrival))
     assert order == ["full", "r=1", "r=2", "r=4", "r=8"], order
-    assert arms_in_arrival == sorted(arms_in_arrival, key=order.index), "arms must not interleave: one after another"
+    last_full = max(i for i, arm in enumerate(arms_in_arrival) if arm == "full")
+    assert last_full < arms_in_arrival.index("r=1"), "the full fine-tune finishes before the ranks start"
+    ranks_in_arrival = [batch[0][0] for batch in sink.batches if batch[0][0] != "full"]
+    assert ranks_in_arrival[:8] == order[1:] * 2, f"the ranks' first records arrive {ranks_in_arrival[:8]}"
     assert len(sink.batches) > 5 * len(order), f"rows came in {len(sink.batches)} batches: not streamed"
 
 

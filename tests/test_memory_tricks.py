@@ -75,16 +75,36 @@ def test_batchnorm_in_eval_mode_accumulates_exactly_like_a_mean_loss() -> None:
 
 
 def losses(records) -> dict[int, float]:
-    return {r.step: r.metrics["loss"] for r in records if isinstance(r, StepRecord)}
+    return {r.step: r.metrics["loss"] for r in records if isinstance(r, StepRecord) and "loss" in r.metrics}
+
+
+def final_state(records) -> dict[str, float]:
+    """The state fingerprints recorded after the last update."""
+    return next(r.metrics for r in list(records)[::-1] if isinstance(r, StepRecord) and "state/weights" in r.metrics)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_a_resumed_run_is_the_uninterrupted_one_bit_for_bit(seed: int) -> None:
+    """Every loss after the resume, and the weights and Adam state after the last update, bit for bit."""
     steps, at = 40, 17
-    reference, again = losses(uninterrupted(seed, steps, 1e-2)), losses(resumed(seed, steps, 1e-2, at))
-    assert sorted(again) == list(range(at, steps))
-    unequal = [step for step in again if again[step] != reference[step]]
+    reference, again = list(uninterrupted(seed, steps, 1e-2)), list(resumed(seed, steps, 1e-2, at))
+    assert sorted(losses(again)) == list(range(at, steps))
+    unequal = [step for step in losses(again) if losses(again)[step] != losses(reference)[step]]
     assert not unequal, f"seed {seed}: losses differ at steps {unequal[:5]}"
+    assert final_state(again) == final_state(reference), (final_state(again), final_state(reference))
+
+
+@pytest.mark.parametrize("left_out", PARTS[1:])
+def test_the_state_after_one_resumed_step_shows_a_part_left_out(left_out: str) -> None:
+    """One step after the resume, the loss (taken before the update) is the same either way; the
+    state after that update already differs."""
+    steps = 12
+    reference = list(uninterrupted(0, steps, 1e-2))
+    other = list(resumed(0, steps, 1e-2, steps - 1, tuple(p for p in PARTS if p != left_out)))
+    assert losses(other)[steps - 1] == losses(reference)[steps - 1] or left_out == "rng", "the loss before the update"
+    mine, theirs = final_state(other), final_state(reference)
+    differ = [key for key in mine if mine[key] != theirs[key]]
+    assert differ, f"without the {left_out}: the same state {mine}"
 
 
 @pytest.mark.parametrize("left_out", PARTS[1:])

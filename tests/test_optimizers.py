@@ -1,6 +1,7 @@
 """Optimizers, asserted: AdamW's decoupled decay identity, momentum against SGD at the same lr,
-the exact stability edge of gradient descent on a quadratic, and Adam's sign-sized first step —
-all through torch.optim's own optimizers on the engine's arms."""
+the exact stability edge of gradient descent on a quadratic and each momentum method's own edge
+(against torch's SGD), and Adam's sign-sized first step — all through torch.optim's own
+optimizers on the engine's arms."""
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 from engines.loop.records import Diverged, StepRecord
 from engines.supervised.optimizers import idle_weight_arm, lambda_max, surface_arm, surface_fn
 from scenarios import get_scenario
-from scenarios.optimizers.figures import surface_values
+from scenarios.optimizers.figures import stability_edge, surface_values
 from scenarios.records import Records
 
 SCENARIO = get_scenario("optimizers")
@@ -108,3 +109,38 @@ def test_the_default_run_says_what_the_issue_asserts() -> None:
     assert summary["headline"]["AdamW decay vs (1 − lr·λ)^t, relative error"] < 1e-6, summary["headline"]
     assert all(abs(v - 1) < 1e-6 for v in summary["adam_first_step_over_lr"]), summary["adam_first_step_over_lr"]
     assert summary["lr_times_lambda_max"] == pytest.approx(1.0), summary["lr_times_lambda_max"]
+
+
+def size_after(h: float, momentum: float, nesterov: bool, steps: int = 400) -> float:
+    """torch's SGD on f(w) = ½w² (λ = 1, so lr·λ_max = h) from w = 1: |w| after `steps` (2% off an
+    edge the slowest rate is 1 ± 0.04 per step: 400 steps take it past 1e3 or below 1e-3)."""
+    w = torch.ones(1, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=h, momentum=momentum, nesterov=nesterov)
+    for _ in range(steps):
+        w.grad = w.detach().clone()  # ∇½w² = w
+        optimizer.step()
+    return w.abs().item()
+
+
+@pytest.mark.parametrize("momentum", [0.3, 0.9])
+@pytest.mark.parametrize("arm, nesterov", [("SGD", False), ("SGD + momentum", False), ("Nesterov", True)])
+def test_each_methods_stability_edge_is_where_torch_sgd_starts_to_grow(arm: str, nesterov: bool, momentum: float) -> None:
+    """The edge the page states per method (GD 2, heavy ball 2(1+μ), Nesterov 2(1+μ)/(1+2μ)): 2% below it
+    torch's SGD shrinks w on a 1-D quadratic, 2% above it w grows."""
+    edge = stability_edge(arm, momentum)
+    mu = 0.0 if arm == "SGD" else momentum
+    below, above = size_after(0.98 * edge, mu, nesterov), size_after(1.02 * edge, mu, nesterov)
+    assert below < 1e-3 and above > 1e3, f"{arm}, μ {momentum}: edge {edge:.4f}; |w| {below:.2e} at 0.98×, {above:.2e} at 1.02×"
+
+
+def test_the_page_says_each_methods_own_edge_at_the_issues_config() -> None:
+    """Issue 33, κ 30, lr 0.05 (lr·λ_max = 1.5), μ 0.9: below plain GD's edge 2 and heavy ball's 3.8, past
+    Nesterov's 1.36 — where Nesterov's loss grows to 10^45 — and no sentence calls 2 everyone's edge."""
+    config = SCENARIO.validate({"seed": 5, "kappa": 30.0, "lr": 0.05, "net_steps": 10})
+    frame = SCENARIO.run(config).frame
+    text = SCENARIO.explain(frame, config).markdown()
+    assert "SGD 1.5, below its edge 2;" in text, text
+    assert "SGD + momentum 1.5, below its edge 2(1 + μ) = 3.8" in text, text
+    assert "Nesterov 1.5, past its edge 2(1 + μ)/(1 + 2μ) = 1.36" in text, text
+    assert "the stability edge of gradient descent on a quadratic is 2" not in text
+    assert Records(frame).last("Nesterov", "loss") > 1e10, "Nesterov grows past its edge"

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -156,7 +157,7 @@ def test_a_killed_worker_fails_its_run_with_a_message_and_is_replaced(pool, isol
     os.kill(worker, signal.SIGKILL)
     assert handle.join(WAIT_S)
     snap = handle.snapshot()
-    assert snap.status == "failed" and "died (exit code -9)" in snap.error, snap.error
+    assert snap.status == "failed" and "died, killed by SIGKILL" in snap.error, snap.error
     assert RunStore().get(snap.run_id).status == "failed", "a crashed run is stored with its error"
     wait_until(lambda: pool.pids() and pool.pids() != [worker], "a replacement worker")
     assert pool.wait_ready(WAIT_S)
@@ -223,7 +224,8 @@ def test_rank_processes_asked_for_while_the_workers_start_are_started_once_one_i
 
 
 SERVER = """
-import signal, sys, time
+import faulthandler, signal, sys, time
+faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if the server hangs
 from explorer.runs.pool import WorkerPool
 pool = WorkerPool(size=2)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as `streamlit run` does: exit, atexit runs
@@ -239,12 +241,23 @@ time.sleep(600)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_no_worker_outlives_its_server(signum) -> None:
     """However the server ends — SIGTERM, Ctrl-C, even SIGKILL (no cleanup at all) — its workers end."""
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+    errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: nothing the server writes can block it
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, stderr=errors, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     workers = [int(pid) for pid in server.stdout.readline().split()]
     assert len(workers) == 2 and all(alive(pid) for pid in workers)
     server.send_signal(signum)
-    server.wait(timeout=WAIT_S)
+    try:
+        server.wait(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:  # say where it hangs: every thread's stack, then end it
+        server.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)  # faulthandler writes at once; a second for a loaded machine (the test has failed already)
+        server.kill()
+        server.wait()
+        errors.seek(0)
+        pytest.fail(f"the server did not end within {WAIT_S} s of {signum.name}; its threads:\n{errors.read()[-6000:]}")
+    finally:
+        errors.close()
     wait_until(lambda: not any(alive(pid) for pid in workers), f"the workers to end after {signum.name}")
 
 

@@ -16,8 +16,8 @@ from tests.tiny_runs import tiny_result
 
 SCENARIOS = all_scenarios()
 ids = [s.id for s in SCENARIOS]
-TOPICS = ("Core mechanics", "Optimization", "Architecture", "Generalization", "Fine-tuning & compression",
-          "Alignment", "Distributed")
+TOPICS = ("Core mechanics", "Optimization", "Architecture", "Language models", "Generalization",
+          "Fine-tuning & compression", "Alignment", "Distributed")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
@@ -116,17 +116,28 @@ def test_the_explanation_of_a_run_leads_with_a_takeaway(scenario) -> None:
 def test_every_glossary_term_has_its_evidence_in_a_run(scenario) -> None:
     """A term counts as shown only where the run records its metrics and draws its figure."""
     for term, evidence in scenario.terms.items():
-        result = tiny_result(scenario.id, **evidence.when)
-        records = Records(result.frame)
-        arms = [arm for arm in records.arms() if evidence.arm in arm]
-        assert arms, f"{scenario.id} / {term}: no arm labelled like {evidence.arm!r} in {records.arms()}"
-        for metric in evidence.metrics:
-            assert any(records.has(metric, arm) for arm in arms), f"{scenario.id} / {term}: no {metric!r} recorded"
-        if evidence.figure is not None:
-            figures = scenario.figures(result.frame, scenario.validate({**scenario.tiny, **evidence.when}))
-            assert evidence.figure in figures, f"{scenario.id} / {term}: no figure {evidence.figure!r}"
-            traces = [t for t in figures[evidence.figure].data if _has_data(t)]
-            assert traces, f"{scenario.id} / {term}: figure {evidence.figure!r} draws nothing"
+        check_evidence(scenario, term, evidence)
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.methods], ids=lambda s: s.id)
+def test_every_training_method_has_its_evidence_in_a_run(scenario) -> None:
+    """A training method counts as shown (in full or in part) only where the run records and draws it, like a term."""
+    for method, evidence in scenario.methods.items():
+        check_evidence(scenario, method, evidence)
+
+
+def check_evidence(scenario, name: str, evidence) -> None:
+    result = tiny_result(scenario.id, **evidence.when)
+    records = Records(result.frame)
+    arms = [arm for arm in records.arms() if evidence.arm in arm]
+    assert arms, f"{scenario.id} / {name}: no arm labelled like {evidence.arm!r} in {records.arms()}"
+    for metric in evidence.metrics:
+        assert any(records.has(metric, arm) for arm in arms), f"{scenario.id} / {name}: no {metric!r} recorded"
+    if evidence.figure is not None:
+        figures = scenario.figures(result.frame, scenario.validate({**scenario.tiny, **evidence.when}))
+        assert evidence.figure in figures, f"{scenario.id} / {name}: no figure {evidence.figure!r}"
+        traces = [t for t in figures[evidence.figure].data if _has_data(t)]
+        assert traces, f"{scenario.id} / {name}: figure {evidence.figure!r} draws nothing"
 
 
 def _has_data(trace) -> bool:

@@ -158,3 +158,13 @@ def test_a_comparison_link_restores_seeds_band_and_isolated_setting() -> None:
     text = " ".join(shown(w.value) for w in bad.warning)
     assert "seeds='99' was not used" in text and "band='wide'" in text and "isolate='colour'" in text
     assert "not in this run store: nope" in text and all("\n" not in w.value for w in bad.warning)
+
+
+def test_settings_valid_only_together_are_read_together() -> None:
+    """A field is checked alone, then the whole config: a link with a shorter line and a narrower context is
+    kept as it is, and a line longer than the context is refused once, naming the field."""
+    scenario = get_scenario("next-token")
+    restored = parse_query(scenario, {"context": "16", "line_length": "16"})
+    assert restored.values == {"context": 16, "line_length": 16} and not restored.warnings, restored
+    refused = parse_query(scenario, {"context": "16", "line_length": "32"})
+    assert refused.values == {} and len(refused.warnings) == 1 and "line_length=32 is longer" in refused.warnings[0]

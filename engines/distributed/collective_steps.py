@@ -77,10 +77,12 @@ def wrapped(strategy: str, layers: int, hidden: int, seed: int) -> nn.Module:
     if strategy == "DDP":
         from torch.nn.parallel import DistributedDataParallel
         return DistributedDataParallel(model)
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))  # gloo on CPU, whatever accelerator the machine has
     for layer in model:
-        fully_shard(layer, reshard_after_forward=True)
-    return fully_shard(model)  # the root owns no parameters of its own
+        fully_shard(layer, mesh=mesh, reshard_after_forward=True)
+    return fully_shard(model, mesh=mesh)  # the root owns no parameters of its own
 
 
 def training_steps(job: dict, rank: int, world: int, emit: Callable[[dict], None]) -> None:

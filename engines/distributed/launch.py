@@ -54,6 +54,16 @@ def timeline_labels(layers: int) -> list[str]:
     return ["step start", "after backward", "after optimizer step"] + [f"{u} {b}" for u in units for b in BOUNDARIES]
 
 
+TIMEOUT_FACTOR = 3.0     # a launch's limit over its estimated wall time: estimates hold within 2× on a quiet
+TIMEOUT_SLACK_S = 120.0  # machine, and a shared one runs slower again; plus the ranks' start on a busy machine
+
+
+def timeout_for(estimated_s: float) -> float:
+    """The limit of a launch whose estimated wall time is `estimated_s`: an accepted run never ends as
+    failed for being slow, while a hung one still ends."""
+    return TIMEOUT_FACTOR * estimated_s + TIMEOUT_SLACK_S
+
+
 class RankFailed(RuntimeError):
     """A rank exited with an error; the message names the rank and its last error line."""
 
@@ -173,6 +183,8 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
         turn, live, deadline = 0, list(range(len(members))), time.monotonic() + timeout_s
         heard = time.monotonic()  # when the consumer last had an item
         while live:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the distributed run took longer than its limit of {timeout_s:.0f} s")
             member = live[turn % len(live)]
             if pending[member] and pending[member][0] is None:  # this rank is done
                 procs[member].wait()
@@ -188,8 +200,6 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
                 except queue.Empty:
                     index, line = None, ""
                     _check(procs, errors, members)
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"the distributed run took longer than {timeout_s:.0f} s") from None
                 if index is not None and (line is None or line.strip()):
                     pending[index].append(line)
                 if line is None and procs[index].wait() != 0:
@@ -205,10 +215,11 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
 
 
 def launched(job: dict, world_sizes: int | Sequence[int], item_of: Callable[[dict], Any], *, starting: str,
-             still_starting: str, running: str, timeout_s: float = 300.0) -> Iterator:
+             still_starting: str, running: str, timeout_s: float) -> Iterator:
     """`launch`'s records as a driver's items (`item_of(record)`; None skips one), with a `Note` first
     (`starting`), again while the ranks start (`still_starting`) and between records (`running`), so
-    the driver hears Stop at least every heartbeat. Closing the stream reaps every rank."""
+    the driver hears Stop at least every heartbeat. Closing the stream reaps every rank. `timeout_s`:
+    `timeout_for` the run's estimate."""
     from engines.loop.records import Note
     yield Note(starting)
     waiting = Note(still_starting)
@@ -231,7 +242,8 @@ def _check(procs: list[subprocess.Popen], errors: list, members: list[tuple[int,
             errors[index].seek(0)
             world, rank = members[index]
             where = f"rank {rank}" + (f" of {world}" if len(set(w for w, _ in members)) > 1 else "")
-            raise RankFailed(f"{where} failed (exit code {code}): {_last_error_line(errors[index].read())}")
+            ended = f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"exit code {code}"
+            raise RankFailed(f"{where} failed ({ended}): {_last_error_line(errors[index].read())}")
 
 
 def _reap(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:

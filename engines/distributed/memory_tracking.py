@@ -1,13 +1,17 @@
 """A rank's memory through one measured step: by category at named phases, and mark by mark.
 
-`Phases` reads PyTorch's own trackers on CPU (`MemTracker` for DDP, `FSDPMemTracker` for
-FSDP2, from torch.distributed._tools), which file every live tensor under a category
-(parameters, gradients, optimizer state, activations, unsharded parameters, ...), or the
-CUDA allocator's statistics on a GPU. `Timeline` takes the same measurement at every
-forward/backward boundary of the model, its embedding, each block and its head, marked by
-`ModTracker`, and on CUDA also records the allocator's event history. Both are entered for
-the measured step only (engines.distributed.worker).
+`Phases` reads PyTorch's own trackers (`MemTracker` for DDP, `FSDPMemTracker` for FSDP2, from
+torch.distributed._tools), which file every live tensor under a category (parameters,
+gradients, optimizer state, activations, unsharded parameters, ...), on CPU and on CUDA alike;
+on CUDA the tracker rounds each allocation up to the caching allocator's 512-byte blocks, and
+the allocator's own totals ("allocated", "reserved") are read beside the categories.
+`Timeline` takes the same measurement at every forward/backward boundary of the model, its
+embedding, each block and its head, marked by `ModTracker`, and on CUDA also records the
+allocator's event history. Both are entered for the measured step only
+(engines.distributed.worker).
 """
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
@@ -20,21 +24,42 @@ CATEGORY = {  # tracker reference types -> our categories
     "UNSHARDED_PARAM": "unsharded parameters", "TEMP": "temporaries", "OTH": "temporaries",
     "ALL_GATHER": "communication buffers", "REDUCE_SCATTER": "communication buffers",
 }
+ALLOCATOR = ("allocated", "reserved")  # CUDA's caching allocator: totals, not categories (reserved ⊇ allocated)
+
+
+def allocator_reading(stats: Mapping[str, int], kind: str = "current") -> dict[str, float]:
+    """`torch.cuda.memory_stats()` -> the allocator's allocated and reserved bytes, now or at the peak."""
+    key = "peak" if kind == "peak" else "current"
+    return {name: float(stats[f"{name}_bytes.all.{key}"]) for name in ALLOCATOR}
+
+
+class CudaAllocator:
+    """One GPU's caching-allocator totals; the peak counted from `reset_peak()` on."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def reset_peak(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def read(self, kind: str = "current") -> dict[str, float]:
+        return allocator_reading(torch.cuda.memory_stats(self.device), kind)
 
 
 class Phases:
-    """Memory by category at named moments of the measured step, from a tracker (CPU) or CUDA stats.
+    """Memory by category at named moments of the measured step, from a tracker, on any device
+    (and, on CUDA, the allocator's totals beside them).
 
     Entered for that one step only: the steps before it run untracked, so a rank's first loss
     is on its way before the trackers are even imported (~1 s: they pull in torch._inductor).
-    The tracker then meets the parameters, the optimizer's state and the data as they stand."""
+    The tracker then meets the parameters, the optimizer's state and the data as they stand.
+    `allocator`: where the totals come from (default: the CUDA allocator on a GPU, none on CPU)."""
 
-    def __init__(self, model: nn.Module, optimizer, strategy: str, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, optimizer, strategy: str, device: torch.device,
+                 allocator: CudaAllocator | None = None) -> None:
         self.device = device
         self.snapshots: dict[str, dict[str, float]] = {}
-        if device.type == "cuda":
-            self.tracker = None
-            return
+        self.allocator = allocator if allocator is not None else CudaAllocator(device) if device.type == "cuda" else None
         if strategy == "ddp":
             from torch.distributed._tools.mem_tracker import MemTracker
             self.tracker = MemTracker()
@@ -44,30 +69,25 @@ class Phases:
             self.tracker = FSDPMemTracker(model, optimizer)
 
     def __enter__(self) -> "Phases":
-        if self.tracker is not None:
-            self.tracker.__enter__()
-        else:  # CUDA: the peak from here on is this step's
-            torch.cuda.reset_peak_memory_stats(self.device)
+        self.tracker.__enter__()
+        if self.allocator is not None:  # the peak from here on is this step's
+            self.allocator.reset_peak()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.tracker is not None:
-            self.tracker.__exit__(*exc)
+        self.tracker.__exit__(*exc)
 
     def measure(self, kind: str = "current") -> dict[str, float]:
-        """This rank's bytes now (or at the peak so far), by category on CPU, allocated vs reserved on CUDA."""
-        if self.tracker is None:  # CUDA: the allocator's own view
-            stats = torch.cuda.memory_stats(self.device)
-            key = "peak" if kind == "peak" else "current"
-            return {"allocated": float(stats[f"allocated_bytes.all.{key}"]),
-                    "reserved": float(stats[f"reserved_bytes.all.{key}"])}
-        raw = self.tracker.get_tracker_snapshot(kind)[self.device]
+        """This rank's bytes now (or at the peak so far) by category, and the allocator's totals on CUDA."""
+        raw = self.tracker.get_tracker_snapshot(kind).get(self.device, {})
         by_category: dict[str, float] = {}
         for ref, nbytes in raw.items():
             if ref == "Total":
                 continue
             name = CATEGORY.get(getattr(ref, "name", str(ref)), "temporaries")
             by_category[name] = by_category.get(name, 0.0) + float(nbytes)
+        if self.allocator is not None:
+            by_category.update(self.allocator.read(kind))
         return by_category
 
     def take(self, phase: str, kind: str = "current") -> None:
@@ -92,7 +112,7 @@ class Timeline:
 
     `ModTracker` (torch.distributed._tools) marks each module's forward and backward
     start and end; at each mark of the model, its embedding, its blocks and its head we
-    take `Phases.measure()` — the tracker's categories on CPU, the allocator on CUDA.
+    take `Phases.measure()` — the tracker's categories (and, on CUDA, the allocator's totals).
     On CUDA the allocator's own event history is recorded too (`_record_memory_history`),
     and `trace()` turns it into allocated bytes after every allocation and free.
     """

@@ -18,7 +18,8 @@ Non-finite numbers (JSON's NaN and ±Infinity tokens, or an overflowing literal 
 are never dropped silently. A non-finite *loss* is what a diverged job writes: the record
 becomes that arm's divergence, by the shared rule (`engines.loop.records.divergence`), and the
 page shows where it diverged. Any other non-finite value is a byte count or a count that
-cannot be, and refuses the folder with a message naming the file, the line and the value.
+cannot be, and refuses the folder with a message naming the file, the line and the value; so
+does a negative one (a shard dimension's −1 aside) or one past 2^60.
 Every problem is a one-line `ResultDirError` (a ValueError; the page and the CLI show it as the
 setting's error). Torch-free: the page checks a folder before Run.
 """
@@ -53,6 +54,10 @@ NAME = re.compile(r"rank_(\d{2,5})\.jsonl")
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
 
+# Every value a rank writes but its loss is a byte count, a count or a size: never negative (a shard
+# dimension is −1 for a replicated parameter), never past an exabyte. A file that says so was not measured.
+LEAST = {"shard_dim": -1.0}
+MOST = 2.0 ** 60
 MetricName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-/ ]{1,200}$")]
 
 
@@ -186,4 +191,9 @@ def _parse(line: bytes, at: str) -> RankRecord:
                 if not math.isfinite(value) and name != "loss"), None)
     if bad is not None:
         raise ResultDirError(f"{at}: {bad[0]} is {bad[1]}; a measurement must be a finite number")
+    impossible = next(((name, value) for name, value in (record.metrics or {}).items() if name != "loss"
+                       and not LEAST.get(name.rsplit("/", 1)[-1], 0.0) <= value <= MOST), None)
+    if impossible is not None:
+        raise ResultDirError(f"{at}: {impossible[0]} is {impossible[1]:g}; bytes, counts and sizes are never negative "
+                             f"nor past 2^60 (an exabyte), so this was not measured")
     return record

@@ -7,6 +7,12 @@ batch. Save all four with `torch.save`, load them into freshly built objects wit
 so a checkpoint file cannot run code), and the resumed run computes exactly the same floats
 as the run that never stopped. Leave one out and it does not.
 
+A loss is measured before its step's update, so the losses alone cannot show what the last
+update did. After the last step each arm records its state too, as float64 fingerprints
+(`state_fingerprints`: the weights', and Adam's moments, step counts and next learning rate,
+each projected on one fixed random vector): bitwise equal states give bitwise equal fingerprints, and
+different ones, with probability 1, different fingerprints.
+
 Every arm builds its own model, optimizer, scheduler and batch generator from the seed;
 nothing touches torch's global RNG, so arms may train side by side. The checkpoint goes to a
 file of our own in a `tempfile.TemporaryDirectory`, removed when the arm ends or is stopped.
@@ -91,9 +97,35 @@ def shifted(records: Iterator, offset: int) -> Iterator:
         yield record
 
 
-def _steps(run: Run, steps: int):
-    return train(run.model, run.optimizer, run.batches(), supervised(run.model, F.cross_entropy), steps,
-                 scheduler=run.scheduler, log_every=1)
+def fingerprint(tensors: Iterator[torch.Tensor]) -> float:
+    """Σ ⟨t, r⟩ in float64 over the tensors in order, r drawn from one fixed seed: equal tensors
+    give the same number bit for bit, different ones (almost surely) different numbers."""
+    draw, total = torch.Generator().manual_seed(12345), torch.zeros((), dtype=torch.float64)
+    for tensor in tensors:
+        values = tensor.detach().reshape(-1).to(torch.float64)
+        total += values @ torch.randn(values.numel(), generator=draw, dtype=torch.float64)
+    return float(total)
+
+
+def state_fingerprints(run: Run) -> dict[str, float]:
+    """The weights' fingerprint, and the optimizer's: Adam's moments and step counts, and the
+    learning rate its next step would take (the scheduler sets it in the param groups)."""
+    saved = run.optimizer.state_dict()
+    moments = [value if torch.is_tensor(value) else torch.tensor(float(value))
+               for state in saved["state"].values() for _, value in sorted(state.items())]
+    rates = torch.tensor([float(group["lr"]) for group in saved["param_groups"]], dtype=torch.float64)
+    return {"state/weights": fingerprint(iter(run.model.parameters())), "state/optimizer": fingerprint(iter([*moments, rates]))}
+
+
+def _steps(run: Run, steps: int, final_state: bool = True):
+    """`steps` steps; then (`final_state`) one record at step `steps`, the index after the last
+    step's: the state after the last update."""
+    outcome = None
+    for outcome in train(run.model, run.optimizer, run.batches(), supervised(run.model, F.cross_entropy), steps,
+                         scheduler=run.scheduler, log_every=1):
+        yield outcome
+    if final_state and isinstance(outcome, StepRecord):
+        yield StepRecord(steps, state_fingerprints(run))
 
 
 def uninterrupted(seed: int, steps: int, lr: float) -> Iterator:
@@ -105,7 +137,7 @@ def resumed(seed: int, steps: int, lr: float, resume_at: int, restored: tuple[st
     checkpoint, build every object afresh (other initial weights, a fresh generator), load the
     `restored` parts with weights_only=True and train on; records from `resume_at` on."""
     first = new_run(seed, steps, lr)
-    for record in _steps(first, resume_at):
+    for record in _steps(first, resume_at, final_state=False):
         yield record if isinstance(record, Diverged) else None
         if isinstance(record, Diverged):
             return

@@ -42,4 +42,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engines.distributed.rank_process import run_as_process
+    run_as_process(main)

@@ -8,6 +8,9 @@ fresh port per run), or by `torchrun` on a real multi-GPU / multi-node job:
 
     torchrun --nproc_per_node=8 -m engines.distributed.worker --job '{"layers": 12, ...}' --out results/
 
+(`--out` is made if it does not exist. `"device": "cpu"` in the job runs on the CPU with gloo,
+FSDP's mesh included, whether or not the machine has a GPU.)
+
 For each strategy (DDP, FSDP2 with `reshard_after_forward` True ≈ ZeRO-3 or False ≈ ZeRO-2,
 optionally FSDP2 with bf16 parameters in compute) it builds the same seeded Transformer,
 trains a few steps on the same data, and measures this rank's memory by category at three
@@ -66,17 +69,29 @@ class TinyTransformer(nn.Module):
         return self.head(h)  # (batch, seq, vocab)
 
 
+def choose_device(job: dict, local_rank: int) -> torch.device:
+    """The job's device: "cpu" means the CPU whatever this machine has; "cuda" and "auto" take
+    GPU `local_rank` (modulo the count) where CUDA is available, else the CPU."""
+    if job.get("device", "auto") != "cpu" and torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
 def wrap(model: nn.Module, strategy: str, device: torch.device) -> nn.Module:
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    # The mesh on the job's device: fully_shard's default mesh is the machine's accelerator, which
+    # on a GPU machine would put a CPU (gloo) job's shards on CUDA.
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     reshard = strategy in ("fsdp-zero3", "fsdp-zero3-bf16")
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if strategy.endswith("bf16") else MixedPrecisionPolicy()
     for block in model.blocks:
-        fully_shard(block, reshard_after_forward=reshard, mp_policy=policy)
-    fully_shard(model, reshard_after_forward=reshard, mp_policy=policy)
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     return model
 
 
@@ -214,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(args.job)
     configure(1)  # one intra-op thread per rank: the ranks share the cores
     warnings.filterwarnings("ignore")  # trackers and FSDP warn about internals; stderr is for errors
-    cuda = torch.cuda.is_available() and job.get("device", "auto") != "cpu"
-    backend = "nccl" if cuda else "gloo"
     timeout = datetime.timedelta(seconds=args.timeout_s)
     local_rank = int(os.environ.get("LOCAL_RANK", args.rank if args.rank is not None else 0))
-    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    device = choose_device(job, local_rank)
+    cuda = device.type == "cuda"
+    backend = "nccl" if cuda else "gloo"
     if cuda:  # one GPU per process, chosen before the process group binds to it
         torch.cuda.set_device(device)
     bind = {"device_id": device} if cuda else {}
@@ -229,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group(backend, init_method=f"tcp://{host}:{args.port}", rank=args.rank,
                                 world_size=args.world_size, timeout=timeout, **bind)
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.out:  # torchrun's --out: a folder that need not exist yet (every rank may make it)
+        os.makedirs(args.out, exist_ok=True)
     sink = open(os.path.join(args.out, f"rank_{rank:02d}.jsonl"), "w") if args.out else sys.stdout
 
     def emit(record: dict) -> None:
@@ -240,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"injected failure on rank {rank}")
         if job.get("kind") == "collectives":  # the collectives page's job: engines/distributed/collectives.py
             from engines.distributed.collectives import run_job
+            run_job(job, rank, world, emit)
+        elif job.get("kind") == "fit":  # the fit tests' real ranks: engines/distributed/fit_report.py
+            from engines.distributed.fit_report import run_job
             run_job(job, rank, world, emit)
         else:
             for strategy in job["strategies"]:
@@ -255,4 +275,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engines.distributed.rank_process import run_as_process
+    run_as_process(main)

@@ -178,6 +178,11 @@ class Level:
     arm: Callable[[float, Mapping[str, float]], Iterator[StepRecord | Diverged | None]]  # (β, first) -> records
     steps: int
     true_margin: float  # mean r(y_w) − r(y_l) over the pairs: where soft-label margins settle, at any β
+    data: TabularTask | SequenceSetup  # what the batched arms (engines/rl/dpo_arms.py) train on, beside
+    prefs: Preferences                 # the pairs,
+    lr: float
+    log_every: int
+    batch_seed: int = 0                # and the seed of the minibatch stream (the sequence level's)
 
     def optimum(self, beta: float) -> dict[str, float]:
         """π*'s KL and reward at this β (and, for one prompt, its probabilities): where the arm should land."""
@@ -189,6 +194,11 @@ class Level:
     def records(self, beta: float) -> Iterator[StepRecord | Diverged | None]:
         """The β arm's records, π*'s numbers for that β on the first."""
         return self.arm(beta, self.optimum(beta))
+
+    def arm_records(self, names: list[str], betas: list[float]) -> Iterator:
+        """Every β arm as one batched model (engines/rl/dpo_arms.py): per step, each arm's record by name."""
+        from engines.rl.dpo_arms import level_arms  # it builds on this module
+        return level_arms([self] * len(betas), names, betas)
 
     def optimum_records(self, betas: list[float]) -> Iterator[StepRecord]:
         """The task (π_ref's reward, the pairs' true gap; for one prompt, each response's π_ref and r)
@@ -209,7 +219,7 @@ def tabular_level(responses: int, labels: Labels, noise: float, pairs: int, step
     prefs = task.preferences(labels, noise, pairs, seed + 1)
     return Level(task.ref_logps, task.rewards,
                  lambda beta, first: tabular_arm(task, prefs, beta, steps, lr, log_every, first), steps,
-                 float((task.rewards[prefs.chosen] - task.rewards[prefs.rejected]).mean()))
+                 float((task.rewards[prefs.chosen] - task.rewards[prefs.rejected]).mean()), task, prefs, lr, log_every)
 
 
 def sequence_level(labels: Labels, noise: float, pairs: int, steps: int, lr: float, log_every: int, seed: int) -> Level:
@@ -217,4 +227,5 @@ def sequence_level(labels: Labels, noise: float, pairs: int, steps: int, lr: flo
     prefs = setup.task.preferences(setup.ref_logps, setup.rewards, labels, noise, pairs, seed + 1)
     return Level(setup.table(setup.ref_logps), setup.table(setup.rewards),
                  lambda beta, first: sequence_arm(setup, prefs, beta, steps, lr, log_every, seed=seed + 2, first=first),
-                 steps, float((setup.rewards[prefs.chosen] - setup.rewards[prefs.rejected]).mean()))
+                 steps, float((setup.rewards[prefs.chosen] - setup.rewards[prefs.rejected]).mean()), setup, prefs, lr,
+                 log_every, seed + 2)

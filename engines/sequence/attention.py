@@ -36,10 +36,15 @@ SDPA_CHECKS = 64  # queries of the sweep on which SDPA is checked against the wr
 
 # --- the attention computation ----------------------------------------------------------------
 def written_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q kᵀ · scale) v and the weights; scale defaults to 1/√d_k, as SDPA's does."""
+                      scale: float | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ · scale) v and the weights; scale defaults to 1/√d_k, as SDPA's does. `causal`:
+    query i sees keys j ≤ i only (scores above the diagonal are −∞ before the softmax)."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)  # (..., queries, keys)
+    scores = q @ k.transpose(-2, -1) * scale  # (..., queries, keys)
+    if causal:
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
     return weights @ v, weights
 
 
@@ -70,13 +75,15 @@ class SelfAttention(nn.Module):
     """Multi-head self-attention through SDPA: W_Q, W_K, W_V in one Linear, W_O after.
 
     `rope_base` rotates q and k (RoPE); `uniform` freezes every score at 0 (SDPA's scale 0),
-    so each position takes the plain mean of the values: the same weights, no attention."""
+    so each position takes the plain mean of the values: the same weights, no attention.
+    `causal`: each position attends to itself and earlier positions only (a decoder)."""
 
-    def __init__(self, d_model: int, heads: int, *, rope_base: float | None = None, uniform: bool = False) -> None:
+    def __init__(self, d_model: int, heads: int, *, rope_base: float | None = None, uniform: bool = False,
+                 causal: bool = False) -> None:
         super().__init__()
         if d_model % heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
-        self.heads, self.rope_base, self.uniform = heads, rope_base, uniform
+        self.heads, self.rope_base, self.uniform, self.causal = heads, rope_base, uniform, causal
         self._rotations: dict[int, torch.Tensor] = {}  # length -> positions, made once per length
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
@@ -100,13 +107,14 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, written: bool = False) -> torch.Tensor:
         q, k, v = self.project(x)
         scale = 0.0 if self.uniform else None
-        mixed = written_attention(q, k, v, scale)[0] if written else F.scaled_dot_product_attention(q, k, v, scale=scale)
+        mixed = (written_attention(q, k, v, scale, self.causal)[0] if written else
+                 F.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=self.causal))
         return self.out(mixed.transpose(1, 2).flatten(2))  # (batch, seq, d_model)
 
     def weights(self, x: torch.Tensor) -> torch.Tensor:
         """The attention weights SDPA applies, written out: (batch, heads, queries, keys)."""
         q, k, v = self.project(x)
-        return written_attention(q, k, v, 0.0 if self.uniform else None)[1]
+        return written_attention(q, k, v, 0.0 if self.uniform else None, self.causal)[1]
 
 
 def residual_stack(layers: nn.ModuleList, x: torch.Tensor, written: bool = False) -> tuple[torch.Tensor, list]:

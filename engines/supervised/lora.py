@@ -202,12 +202,18 @@ def final_metrics(model: nn.Module, base: FrozenBase, rank: int | None, targets:
     for target in targets:
         delta = (getattr(model, target).weight - getattr(base, target).weight if rank is None
                  else delta_weight(model, target))
-        singular_values = torch.linalg.svdvals(delta.double())
-        energy = singular_values ** 2
-        # Share of ‖ΔW‖²_F in the top k directions: 1 for an update of rank ≤ k.
-        metrics[f"top_k_energy/{target}"] = (energy[:k].sum() / energy.sum().clamp_min(1e-300)).item()
-        for i, value in enumerate(singular_values.tolist()):
-            metrics[f"delta_sv/{target}/index_{i + 1:02d}"] = value
+        metrics.update(singular_value_metrics(delta, target, k))
+    return metrics
+
+
+def singular_value_metrics(delta: torch.Tensor, target: str, k: int) -> dict[str, float]:
+    """ΔW's singular values (`delta_sv/<layer>/index_II`) and the share of ‖ΔW‖²_F in its top k (`top_k_energy/<layer>`)."""
+    singular_values = torch.linalg.svdvals(delta.double())
+    energy = singular_values ** 2
+    # Share of ‖ΔW‖²_F in the top k directions: 1 for an update of rank ≤ k.
+    metrics = {f"top_k_energy/{target}": (energy[:k].sum() / energy.sum().clamp_min(1e-300)).item()}
+    for i, value in enumerate(singular_values.tolist()):
+        metrics[f"delta_sv/{target}/index_{i + 1:02d}"] = value
     return metrics
 
 

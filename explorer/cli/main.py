@@ -14,17 +14,21 @@ stdout (`--json` makes them machine-readable). A closed pipe (`| head`) ends qui
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 from explorer import __version__
+from explorer.cli.fit import add_fit_command
 from explorer.cli.run import (FIGURE_FORMATS, INTERRUPTED, RUN_FAILED, USAGE_ERROR, UsageError, WriteError, cmd_run,
                               parse_sets, scenario_named)
-from explorer.plaintext import one_line, terminal_text
+from explorer.plaintext import cut, one_line, terminal_text
 
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
 STATUSES = ("finished", "diverged", "stopped", "failed")
+LIVE_STATUSES = ("running", "incomplete")  # scenarios.base.LIVE_STATUSES: a watched run going on, or killed
 CLOSED_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
 
@@ -83,18 +87,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from explorer.cli.output import explanation_json, print_json, run_json, when
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
     stored = store.get(args.run_id)
     if stored is None:
-        raise UsageError(f"no run {args.run_id!r} in {store.path} (list them with: {args.prog} runs)")
-    scenario = scenario_named(stored.scenario)
+        raise UsageError(f"no run {cut(args.run_id)!r} in {store.path} (list them with: {args.prog} runs)")
+    scenario = scenario_named(stored.scenario, runnable=False)
     config = scenario.validate(stored.config)
     explanation = scenario.explain(store.frame(stored.run_id), config)
     if args.json:
         print_json({**run_json(stored), "summary": stored.summary, "events": store.events(stored.run_id),
                     "explanation": explanation_json(explanation)})
         return 0
-    print(f"run {stored.run_id}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
+    named = f" ({one_line(stored.name)})" if stored.name else ""
+    print(f"run {stored.run_id}{named}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
           f"{when(stored.created_at)}, code {stored.code_version}")
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
@@ -106,7 +111,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from explorer.cli.output import print_json, print_runs, run_json
     from explorer.runs.store import RunStore
-    store = RunStore()
+    store = RunStore(reading=True)
+    if store.read_only:
+        print(f"the run store {store.path} is read-only here: listed as it is", file=sys.stderr)
     runs = store.list_runs(args.scenario, limit=args.limit, status=args.status)
     if args.json:
         print_json([run_json(stored) for stored in runs])
@@ -149,7 +156,7 @@ def port_number(text: str) -> int:
 def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Training Dynamics Explorer: scenarios that train real PyTorch runs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,app}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,run,show,runs,export,fit,app}")
     listing = commands.add_parser("list", help="the scenarios; with a scenario id, its settings")
     listing.add_argument("scenario", nargs="?", help="a scenario id: print its keys, defaults and ranges")
     listing.set_defaults(func=cmd_list)
@@ -177,13 +184,15 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
     runs = commands.add_parser("runs", help="list the stored runs, newest first")
     runs.add_argument("--scenario", help="only this scenario's runs")
-    runs.add_argument("--status", choices=STATUSES, help="only runs that ended so")
+    runs.add_argument("--status", choices=(*STATUSES, *LIVE_STATUSES),
+                      help="only runs that ended so (running, incomplete: runs watched in your own script)")
     runs.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
     runs.set_defaults(func=cmd_runs)
     from explorer.cli.export import add_parser as add_export
     export = add_export(commands)
     for command in (listing, run, show, runs, export):
         command.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_fit_command(commands)
     app = commands.add_parser("app", help="serve the web app (localhost only) until Ctrl-C")
     app.add_argument("--port", type=port_number, help="the port to listen on (default 8501, or the next free one)")
     app.add_argument("--address", help="the address to listen on (default localhost)")
@@ -214,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the reader left: drop the rest, quietly
         return CLOSED_PIPE
+    finally:
+        if argv is None and threading.current_thread() is threading.main_thread():
+            # The process's own command line, its exit code decided: a Ctrl-C while the interpreter tears
+            # down (torch's exit handlers take a moment) would end it by SIGINT (-2) instead of this code.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dispatch(prog: str, argv: list[str] | None) -> int:

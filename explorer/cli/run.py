@@ -8,7 +8,9 @@ stopped run is stored as such and the command exits 130.
 """
 import argparse
 import json
+import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -17,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from explorer.plaintext import one_line, terminal_text
+from explorer.plaintext import cut, one_line, terminal_text
 
 USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
 FIGURE_FORMATS = ("html", "png", "svg")
+CONFIG_MAX_BYTES = 1_000_000  # a config.json is a few hundred bytes; a file past this is not one
 
 
 class UsageError(ValueError):
@@ -76,10 +79,12 @@ class ProgressBar:
 
 
 class CtrlC:
-    """While training: the first Ctrl-C asks the run to stop after this step, a second quits now."""
+    """While training: the first Ctrl-C asks the run to stop after this step, a second quits now. Once
+    the run has ended (`storing`), a Ctrl-C waits for the store: the command ends by itself in a moment."""
 
     def __init__(self, bar: ProgressBar) -> None:
         self.bar, self.previous = bar, None
+        self.storing = False
 
     def __enter__(self) -> "CtrlC":
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
@@ -87,6 +92,9 @@ class CtrlC:
         return self
 
     def _handle(self, signum, frame) -> None:
+        if self.storing:
+            self.bar.stream.write("\nstoring the run; the command ends in a moment\n")
+            return
         if self.bar.stop:
             raise KeyboardInterrupt
         self.bar.stop = True
@@ -102,7 +110,7 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set takes key=value, got {pair!r}")
+            raise UsageError(f"--set takes key=value, got {cut(pair)!r}")
         values[key.strip()] = value.strip()
     return values
 
@@ -111,24 +119,45 @@ def check_formats(text: str) -> tuple[str, ...]:
     formats = tuple(part.strip() for part in text.split(","))
     bad = [f for f in formats if f not in FIGURE_FORMATS]
     if bad:
-        raise UsageError(f"--format {bad[0]!r} is not allowed; choose from {', '.join(FIGURE_FORMATS)}")
+        raise UsageError(f"--format {cut(bad[0])!r} is not allowed; choose from {', '.join(FIGURE_FORMATS)}")
     return formats
+
+
+def config_bytes(text: str) -> bytes:
+    """A regular file's bytes, at most CONFIG_MAX_BYTES. Opened without blocking and checked before
+    reading: a FIFO would wait for a writer for ever, /dev/zero never ends, a folder has no bytes."""
+    try:
+        descriptor = os.open(text, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise UsageError(f"--config {cut(text)!r} is {kind}, not a file; give the config.json that run --out writes")
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            data = file.read(CONFIG_MAX_BYTES + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise UsageError(f"--config {cut(text)!r} is larger than {CONFIG_MAX_BYTES:,} bytes; a config is a few hundred")
+    return data
 
 
 def read_config_file(text: str) -> dict[str, Any]:
     """The settings in a JSON file: the `config.json` that `run --out` writes (an object)."""
     try:
-        data = json.loads(Path(text).read_text(encoding="utf-8"))
+        data = json.loads(config_bytes(text).decode("utf-8"))
     except OSError as error:
-        raise UsageError(f"--config {text!r} cannot be read: {error.strerror or error}") from None
+        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"--config {text!r} is not UTF-8 text") from None
+        raise UsageError(f"--config {cut(text)!r} is not UTF-8 text") from None
     except json.JSONDecodeError as error:
-        raise UsageError(f"--config {text!r} is not JSON: {error.msg} at line {error.lineno}") from None
+        raise UsageError(f"--config {cut(text)!r} is not JSON: {error.msg} at line {error.lineno}") from None
     except RecursionError:
-        raise UsageError(f"--config {text!r} is nested too deeply to be a config") from None
+        raise UsageError(f"--config {cut(text)!r} is nested too deeply to be a config") from None
     if not isinstance(data, dict):
-        raise UsageError(f"--config {text!r} holds a JSON {type(data).__name__}; a config is an object of "
+        raise UsageError(f"--config {cut(text)!r} holds a JSON {type(data).__name__}; a config is an object of "
                          "settings (the config.json that run --out writes)")
     return data
 
@@ -141,25 +170,31 @@ def checked_out(text: str | None) -> Path | None:
         raise UsageError("--out needs a folder; it was given an empty path")
     out = Path(text).expanduser()
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {text!r} is a file, not a folder")
+        raise UsageError(f"--out {cut(text)!r} is a file, not a folder")
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
-        raise UsageError(f"--out {text!r} is inside {str(existing)!r}, which is a file")
+        raise UsageError(f"--out {cut(text)!r} is inside {str(existing)!r}, which is a file")
     try:  # the one honest test of writability (a read-only file system, permissions, quotas)
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
-        raise UsageError(f"--out {text!r} is not writable: {error.strerror or error}") from None
+        raise UsageError(f"--out {cut(text)!r} is not writable: {error.strerror or error}") from None
     return out
 
 
-def scenario_named(scenario_id: str):
-    """The registered scenario, or a usage error naming the known ones."""
-    from scenarios import get_scenario
+def scenario_named(scenario_id: str, runnable: bool = True):
+    """The registered scenario, or a usage error naming the known ones. `runnable`: one a person picks
+    and runs (not `watched`, whose runs come from a person's own script)."""
+    from scenarios import all_scenarios, get_scenario
     try:
-        return get_scenario(scenario_id)
-    except KeyError as error:
-        raise UsageError(error.args[0]) from None
+        scenario = get_scenario(scenario_id)
+    except KeyError:
+        known = ", ".join(s.id for s in all_scenarios())
+        raise UsageError(f"unknown scenario {scenario_id!r}; known: {known}") from None
+    if runnable and not scenario.listed:
+        raise UsageError(f"{scenario_id!r} runs come from your own training script (from explorer import watch), "
+                         f"not from here; list them with: runs --scenario {scenario_id}")
+    return scenario
 
 
 def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
@@ -168,7 +203,7 @@ def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
     values = read_config_file(args.config) if args.config else {}
     named = values.pop("scenario", scenario_id)
     if named != scenario_id:
-        raise UsageError(f"--config {args.config!r} holds the settings of {one_line(named)!r}, not of {scenario_id!r}")
+        raise UsageError(f"--config {cut(args.config)!r} holds the settings of {cut(str(named))!r}, not of {scenario_id!r}")
     return {**values, **parse_sets(args.set)}
 
 
@@ -186,6 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
     address = ray_address(getattr(args, "ray", None))
+    from scenarios.base import ConfigError
     scenario = scenario_named(args.scenario)
     config = scenario.validate(values)
     store = None if args.no_store else RunStore()
@@ -209,24 +245,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         configure()
         bar = ProgressBar(scenario.id, quiet=args.quiet)
         started = time.perf_counter()
-        try:
-            with CtrlC(bar):
+        with CtrlC(bar) as ctrl_c:
+            try:
                 result = scenario.run(config, sink=bar)
-        except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
-            if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
-                raise KeyboardInterrupt from None
-            print(one_line(f"error: the run failed: {type(error).__name__}: {error}"), file=sys.stderr)
-            return RUN_FAILED
-        finally:
-            bar.close()
-        frame, summary, status = result.frame, result.summary, result.status
-        run_id = save_result(store, scenario, config, status, frame, summary, [vars(e) for e in result.events],
-                             time.perf_counter() - started) if store else None
-        if status == "stopped":
-            where = f"stored as run {run_id}" if run_id else "not stored (--no-store)"
-            print(f"stopped by Ctrl-C after {len(frame)} records: {where}" + ("; nothing written to --out" if out else ""),
-                  file=sys.stderr)
-            return INTERRUPTED
+            except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
+                if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
+                    raise KeyboardInterrupt from None
+                if isinstance(error, ConfigError):  # input refused once the run reads it (a result_dir): exit 2
+                    raise
+                print(one_line(f"error: the run failed: {type(error).__name__}: {error}"), file=sys.stderr)
+                return RUN_FAILED
+            finally:
+                bar.close()
+            ctrl_c.storing = True  # the run has ended: what it did is stored whatever is pressed now
+            frame, summary, status = result.frame, result.summary, result.status
+            run_id = save_result(store, scenario, config, status, frame, summary, [vars(e) for e in result.events],
+                                 time.perf_counter() - started) if store else None
+            if status == "stopped":
+                where = f"stored as run {run_id}" if run_id else "not stored (--no-store)"
+                print(f"stopped by Ctrl-C after {len(frame)} records: {where}" +
+                      ("; nothing written to --out" if out else ""), file=sys.stderr)
+                return INTERRUPTED
     files = write_outputs(args, out, scenario.id, config.model_dump(mode="json"), frame, summary,
                           scenario.figures(frame, config), formats, run_id) if out else []
     explanation = scenario.explain(frame, config)

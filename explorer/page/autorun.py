@@ -9,8 +9,12 @@ Every full rerun of a scenario page compares the settings with those of the reru
   superseded: stopped, not stored);
 - otherwise, with auto-run on: the old run is superseded and the new config starts after
   `DEBOUNCE_S` of no further change (the status fragment ticks until then, then reruns the
-  page, which starts it). A large config (by the scenario's estimate) waits for Run.
+  page, which starts it). A large config (by the scenario's estimate of everything that would
+  run, every seed of a repeat included: over `LARGE_SECONDS` or `LARGE_BYTES`) waits for Run.
 - with auto-run off, nothing starts: the page says the settings changed since the run.
+
+Before Run the page says the estimate (`estimate_note`); Run on a large config asks once
+(`asks_first`): the first press says what it would cost, a second press of the same settings starts it.
 
 Opening a page (a link, a reload, the Runs page) is not a move: it shows what the store
 holds and waits.
@@ -54,7 +58,13 @@ def pending_key(scenario: Scenario) -> str:
     return f"pending:{scenario.id}"
 
 
-def large(estimate: Estimate | None) -> str | None:
+def run_estimate(scenario: Scenario, config: ScenarioConfig, repeat: int) -> Estimate | None:
+    """What pressing Run would cost: `repeat` seeds run one after another, so their times add up."""
+    estimate = scenario.estimate(config)
+    return None if estimate is None else estimate.times(repeat)
+
+
+def large(estimate: Estimate | None, repeat: int = 1) -> str | None:
     """A sentence for a run whose estimate is past the limits, else None."""
     if estimate is None:
         return None
@@ -63,7 +73,36 @@ def large(estimate: Estimate | None) -> str | None:
         parts.append(f"about {duration(estimate.seconds)}")
     if estimate.bytes > LARGE_BYTES:
         parts.append(f"about {estimate.bytes / 1e9:.1f} GB of memory")
-    return f"This run would take {' and '.join(parts)}." if parts else None
+    what = "This run" if repeat == 1 else f"These {repeat} seeds, one after another,"
+    return f"{what} would take {' and '.join(parts)}." if parts else None
+
+
+def estimate_note(estimate: Estimate, repeat: int = 1) -> str:
+    """The estimate of a run that is not large, said beside Run."""
+    memory = f", {estimate.bytes / 1e6:,.0f} MB" if estimate.bytes >= 100e6 else ""
+    seeds = f" for {repeat} seeds in turn" if repeat > 1 else ""
+    return f"Estimated: about {duration(max(1.0, estimate.seconds))}{memory}{seeds}."
+
+
+def confirm_key(scenario: Scenario) -> str:
+    return f"confirm:{scenario.id}"
+
+
+def asks_first(scenario: Scenario, config: ScenarioConfig, repeat: int, too_large: str | None) -> bool:
+    """Run was pressed: True when this press only asks (a large run starts on a second press of Run with
+    the same settings; the note beside Run says so)."""
+    if not too_large:
+        return False
+    now = signature(scenario, config, repeat)
+    if st.session_state.pop(confirm_key(scenario), None) == now:
+        return False
+    st.session_state[confirm_key(scenario)] = now
+    return True
+
+
+def asking(scenario: Scenario, config: ScenarioConfig | None, repeat: int) -> bool:
+    """Whether Run, pressed for these settings, waits for a second press."""
+    return config is not None and st.session_state.get(confirm_key(scenario)) == signature(scenario, config, repeat)
 
 
 def duration(seconds: float) -> str:

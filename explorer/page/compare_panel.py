@@ -5,7 +5,7 @@ from typing import Any
 import streamlit as st
 
 from explorer.page.session import run_store, stored_frame
-from explorer.page.share import choose_isolate, isolate_key, isolate_open_key, overlay_key
+from explorer.page.share import MAX_COMPARED, choose_isolate, isolate_key, isolate_open_key, overlay_key
 from explorer.runs.handle import RunHandle
 from explorer.runs.store import COMPLETE, StoredRun
 from explorer.view.compare import Overlay, differences, isolation_figure, isolation_table, short_label
@@ -67,6 +67,7 @@ def compare_panel(scenario: Scenario, handle: RunHandle | SeedGroup) -> None:
 
     with st.expander("Compare with stored runs", expanded=bool(st.session_state[key])):
         st.multiselect("Overlay stored runs on the figures above", options, format_func=describe, key=key,
+                       max_selections=MAX_COMPARED,
                        placeholder="Pick runs of this scenario from the run store" if options else
                        "No other stored runs yet: change a setting and press Run",
                        help="Each overlaid run joins every figure as “arm [what differs]”, in the arm's colour but "

@@ -1,7 +1,8 @@
 """The Glossary page: every term, our one-line definition, and the figure that shows it live.
 
 Coverage is counted from the scenarios' declared evidence (a figure plus the metrics a real
-run records), over the course glossary's 66 terms and, apart, the further terms.
+run records), over the course glossary's 66 terms and, apart, the further terms. Below the
+terms, the seed's 23 training methods, each linked to the page that shows it or "not yet".
 
 A term's entry has an address: the page opened with `?term=<name>` (what `term_links` link
 to, from the home's cards and under a scenario's figures) shows that entry first, framed.
@@ -12,7 +13,8 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
-from explorer.glossary import BY_NAME, SECTIONS, TERMS, Term, coverage, scenarios_by_term
+from explorer.glossary import (BY_NAME, METHODS, SECTIONS, TERMS, Term, coverage, method_coverage, scenarios_by_method,
+                               scenarios_by_term)
 from explorer.plaintext import plain
 from scenarios import all_scenarios, get_scenario
 from scenarios.base import COLUMNS
@@ -44,6 +46,30 @@ def render_glossary(scenario_pages: dict[str, st.Page]) -> None:
         st.caption(f"{live} of {len(terms)} with a live experiment")
         for term in terms:
             entry(term, by_term, scenario_pages)
+    methods_index(scenarios, scenario_pages, needle, only_live)
+
+
+def methods_index(scenarios: list, scenario_pages: dict[str, st.Page], needle: str, only_live: bool) -> None:
+    """The seed's 23 training methods: each links to the pages whose evidence shows it, or says not yet."""
+    full, part, total = method_coverage(scenarios)
+    by_method = scenarios_by_method(scenarios)
+    st.header("Training methods")
+    st.markdown(f"**{full} of {total} training methods have a live experiment** (and {part} more in part), "
+                "counted from the evidence the scenarios declare, like the terms above.")
+    for name, meaning in METHODS:
+        if (needle and needle not in name.lower() and needle not in meaning.lower()) or (only_live and not by_method[name]):
+            continue
+        name_col, link_col = st.columns([3, 2], vertical_alignment="center")
+        name_col.markdown(f"**{name}** — {meaning}")
+        with link_col:
+            if not by_method[name]:
+                st.caption("Not yet")
+            for scenario in by_method[name]:
+                evidence = scenario.methods[name]
+                st.page_link(scenario_pages[scenario.id], label=scenario.title, icon=":material/science:")
+                title = figure_title(scenario.id, evidence.figure)
+                st.caption(("in part: " if evidence.partial else "") + (f"figure “{title}”" if title else "")
+                           + (f" — {evidence.how}" if evidence.how else ""))
 
 
 TERM_PARAM = "term"  # the query parameter that opens the Glossary on one entry

@@ -82,6 +82,8 @@ def picture_progress(missing: list[Scenario], total: int) -> None:
     """While cards wait for pictures: start the next tiny run, say what trains, and redraw the
     page once one is stored."""
     store = run_store()
+    if store.read_only:  # a card's picture is drawn from a stored run: none can be stored here (the banner says why)
+        return
     runs = picture_runs(str(store.path))
     still = [s for s in missing if picture_source(store, s) is None]
     if len(still) < len(missing):

@@ -11,8 +11,8 @@ import streamlit as st
 from explorer.page import share
 from explorer.page.runs_table import RunRow, compared, run_row, table, visible
 from explorer.page.session import run_store
-from scenarios import all_scenarios
-from scenarios.base import STATUSES
+from scenarios import registered
+from scenarios.base import LIVE_STATUSES, STATUSES
 
 SHOWN = 500  # newest runs listed; older ones stay in the store
 TABLE_KEY = "runs:table"
@@ -25,11 +25,12 @@ def render_runs(scenario_pages: dict[str, st.Page]) -> None:
     store = run_store()
     st.markdown(f"Every run trained here, newest first, from the run store `{store.path}`. Click a column to sort; "
                 "tick runs to open one, or several of one scenario **compared** (overlaid on one page).")
-    scenarios = {s.id: s for s in all_scenarios()}
+    scenarios = {s.id: s for s in registered()}  # "Your runs" (watched) too
     left, middle, right = st.columns([2, 3, 1.4], vertical_alignment="bottom")
     choice = left.selectbox("Scenario", ["all", *scenarios], key="runs:scenario",
                             format_func=lambda sid: "All scenarios" if sid == "all" else scenarios[sid].title)
-    statuses = middle.multiselect("Status", list(STATUSES), default=list(STATUSES), key="runs:status")
+    statuses = middle.multiselect("Status", [*STATUSES, *LIVE_STATUSES], default=[*STATUSES, *LIVE_STATUSES],
+                                  key="runs:status")
     show_empty = right.toggle("empty stopped runs", key="runs:empty",
                               help="Runs stopped before their first record: hidden unless this is on.")
     scenario_id = None if choice == "all" else choice
@@ -85,11 +86,12 @@ def actions(picked: list[RunRow], scenario_pages: dict[str, st.Page]) -> None:
                   help=plan if isinstance(plan, str) else f"Show run {plan[0].run_id} with the other "
                   f"{len(plan[1])} overlaid on it"):
         open_run(plan[0], plan[1], scenario_pages)
-    if one is not None:
+    writable = not run_store().read_only  # else shown as it is: the banner at the top says why
+    if one is not None and writable:
         row.text_input("Name", value=one.name, key=f"runs:name:{one.run_id}", max_chars=80,
                        placeholder="e.g. the baseline")
         row.button("Save name", key="runs:rename", on_click=save_name, args=(one.run_id,))
-    if picked:
+    if picked and writable:
         with row.popover(f"Delete {len(picked)}", key="runs:delete-menu"):
             st.markdown(f"Delete {len(picked)} run{'s' * (len(picked) != 1)} from the store for good? "
                         + ", ".join(f"`{r.run_id}`" for r in picked))

@@ -16,7 +16,8 @@ from typing import Any
 import streamlit as st
 
 from explorer.page import url
-from explorer.page.autorun import Pending, follow_settings, large, pending_key
+from explorer.page.autorun import (Pending, asking, asks_first, estimate_note, follow_settings, large, pending_key,
+                                   run_estimate)
 from explorer.page.compare_panel import compare_panel, selected_overlays
 from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown
 from explorer.page.export_panel import export_panel
@@ -26,6 +27,7 @@ from explorer.page.session import (backend_caption, run_store, session_id, start
 from explorer.page.share import MAX_SEEDS
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
+from explorer.runs.seeded import start_seeds_or_load
 from explorer.view import feed
 from explorer.view.chart import preload
 from explorer.view.line_controls import line_controls
@@ -70,7 +72,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     key, auto_key = handle_key(scenario), f"autorun:{scenario.id}"
     auto = seed_state(auto_key, True)
     runnable = config if config is not None and not problem and machine is not None else None
-    too_large = large(scenario.estimate(runnable)) if runnable is not None else None
+    estimate = run_estimate(scenario, runnable, repeat) if runnable is not None else None
+    too_large = large(estimate, repeat)
     if runnable is not None:  # a distributed run's rank processes start while the page is read
         pool.prepare(scenario.rank_processes(runnable))
     starter = functools.partial(start, scenario, runnable, repeat, fresh=False)
@@ -81,7 +84,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     running = handle is not None and handle.running
     run_col, stop_col, auto_col, note_col = st.columns([1, 1, 1.3, 4.7], vertical_alignment="center")
     if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
-                      width="stretch"):
+                      width="stretch") and not asks_first(scenario, runnable, repeat, too_large):
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
         running = handle.running
@@ -93,7 +96,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
-    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, pool.name == "ray")
+    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, estimate,
+                    pool.name == "ray")
     if note:
         note_col.caption(note)
     if handle is not None and not running and machine is not None and handle.snapshot().from_store:
@@ -118,6 +122,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     with st.expander("The mechanism", expanded=handle is None):
         st.latex(scenario.formula)
         st.markdown(_doc(scenario))
+        if scenario.arms_note:
+            st.caption(scenario.arms_note)
     code = scenario.snippet(config) if config is not None else None
     if code:
         with st.expander("The code: what these settings are in the library"):
@@ -193,9 +199,10 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
 
 
 def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
-             repeat: int, auto: bool, no_workers: str | None = None, ray: bool = False) -> str | None:
-    """One line beside Run: why it is off, what a large run costs, or that the settings moved on.
-    `no_workers`: why no worker could start (the backend's failure), when none could; `ray`: runs go to Ray."""
+             repeat: int, auto: bool, no_workers: str | None = None, estimate=None, ray: bool = False) -> str | None:
+    """One line beside Run: why it is off, what a large run costs (and that Run asks first), that the
+    settings moved on, or what the run would cost. `no_workers`: why no worker could start (the backend's
+    failure), when none could; `ray`: runs go to Ray."""
     if problem:
         return "Run is off: " + ("these settings are not valid" if config is None else
                                  "this machine cannot run these settings") + " (see under the settings)."
@@ -203,20 +210,26 @@ def run_note(scenario: Scenario, config, problem: str | None, machine, too_large
         return "Run is off: " + ("the Ray cluster cannot be used." if ray else "no worker process could start on this server.")
     if machine is None:
         return "Connecting to the Ray cluster and warming its workers…" if ray else "Starting the workers (importing torch)…"
+    if too_large and asking(scenario, config, repeat):
+        return too_large + " Press Run again to start it."
     if too_large:
-        return too_large + (" Auto-run waits for you: press Run to start it." if auto else "")
-    if handle is not None and config is not None and (
-            scenario.key_of(handle.config) != scenario.key_of(config) or _seed_count(handle) != repeat):
-        return "Settings changed since this run started." + ("" if auto else " Press Run to run them.")
-    return None
+        return too_large + (" Auto-run waits for you: press Run" if auto else " Press Run") + ", then Run again, to start it."
+    moved = handle is not None and config is not None and (
+        scenario.key_of(handle.config) != scenario.key_of(config) or _seed_count(handle) != repeat)
+    said = f" {estimate_note(estimate, repeat)}" if estimate is not None else ""
+    if moved:
+        return "Settings changed since this run started." + ("" if auto else " Press Run to run them." + said)
+    return (said.strip() or None) if handle is None else None
 
 
 def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
     """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
     pool = worker_pool()
     if repeat > 1:
-        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool, session=session_id())
-        handle = SeedGroup.start(scenario, config, repeat, starter)
+        session = session_id()
+        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
+        together = functools.partial(start_seeds_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
+        handle = SeedGroup.start(scenario, config, repeat, starter, together)
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
     st.session_state[handle_key(scenario)] = handle

@@ -1,6 +1,12 @@
 """What every page shares: the run store and the run backend of this server process (the local warm
-pool, or Ray where `EXPLORER_RAY_ADDRESS` names a cluster), and starting or loading a run."""
+pool, or Ray where `EXPLORER_RAY_ADDRESS` names a cluster), and starting or loading a run.
+
+A run store that cannot be used (not a store, damaged, of another schema) is said once at the top
+of every page, with what to do (`store_banner`); the pages then work without storing: nothing is
+found in it (`UnusableStore`) and runs train without being stored. A read-only store is read as it
+is: its runs are shown, new ones are not stored."""
 import threading
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -8,7 +14,7 @@ import streamlit as st
 from explorer.runs.backend import RunBackend, make_backend, ray_address
 from explorer.runs.handle import RunHandle
 from explorer.runs.serving import stored_result
-from explorer.runs.store import RunStore
+from explorer.runs.store import RunStore, StoreError
 from explorer.runs.store_home import store_path
 from explorer.view.chart import payload
 from explorer.plaintext import plain
@@ -17,14 +23,65 @@ from scenarios import get_scenario
 from scenarios.base import COLUMNS, Scenario, ScenarioConfig
 
 
-def run_store() -> RunStore:
+class UnusableStore:
+    """Stands in for a run store that cannot be used (`problem` says why): it holds no runs, and saving
+    to it raises the same StoreError (the pages never ask: `saving_store` is None)."""
+
+    read_only = True
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path, self.problem = Path(path), problem
+
+    def lookup(self, *args, **kwargs) -> None:
+        return None
+
+    def get(self, run_id: str) -> None:
+        return None
+
+    def list_runs(self, *args, **kwargs) -> list:
+        return []
+
+    def count(self, scenario: str | None = None) -> int:
+        return 0
+
+    def record_counts(self, run_ids: list[str]) -> dict[str, int]:
+        return dict.fromkeys(run_ids, 0)
+
+    def frame(self, run_id: str) -> pd.DataFrame:
+        return pd.DataFrame(columns=COLUMNS)
+
+    def events(self, run_id: str) -> list:
+        return []
+
+    def save(self, *args, **kwargs) -> str:
+        raise StoreError(self.problem)
+
+    rename = delete = save
+
+
+def run_store() -> RunStore | UnusableStore:
     """The store at `EXPLORER_STORE` (or the default place); one object per path and process."""
     return _store_at(str(store_path()))
 
 
 @st.cache_resource(show_spinner=False)
-def _store_at(path: str) -> RunStore:
-    return RunStore(path)  # a path and the records it recently saved or read; connections are per call
+def _store_at(path: str) -> RunStore | UnusableStore:
+    try:  # a path and the records it recently saved or read; connections are per call
+        return RunStore(path, reading=True)
+    except StoreError as error:  # kept until the server restarts: the banner says so
+        return UnusableStore(path, str(error))
+
+
+def store_banner() -> None:
+    """At the top of every page, when runs cannot be stored: why, and what to do."""
+    store = run_store()
+    if isinstance(store, UnusableStore):
+        st.error(plain(f"{store.problem[0].upper()}{store.problem[1:]}. Scenario pages still train, but no run "
+                       "is stored or served from the store until EXPLORER_STORE names a usable file and the "
+                       "server is restarted."))
+    elif store.read_only:
+        st.warning(plain(f"The run store {store.path} is read-only here: its runs are shown, new runs are not "
+                         "stored. Set EXPLORER_STORE to a writable file and restart the server to store them."))
 
 
 def worker_pool() -> RunBackend:
@@ -84,7 +141,7 @@ def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = F
     stored = stored_result(store, scenario, config, fresh=fresh)
     if stored is not None:
         return RunHandle.from_stored(scenario, stored, store, stored_frame(stored.run_id, store))
-    return RunHandle.start(scenario, config, store, pool=pool or worker_pool(),
+    return RunHandle.start(scenario, config, None if store.read_only else store, pool=pool or worker_pool(),
                            session=session if session is not None else session_id())
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from explorer.plaintext import one_line
+from explorer.plaintext import cut, one_line
 from explorer.runs.store import RunStore
 from explorer.view.seeds import BANDS
 from scenarios.base import Scenario, ScenarioConfig
@@ -20,6 +20,7 @@ from scenarios.base import Scenario, ScenarioConfig
 RUN, COMPARE, SEEDS, BAND, ISOLATE = "run", "compare", "seeds", "band", "isolate"
 PARAMS = (RUN, COMPARE, SEEDS, BAND, ISOLATE)
 MAX_SEEDS = 10
+MAX_COMPARED = 20  # runs a link may overlay: each is looked up on every load of the page
 
 
 def overlay_key(scenario: Scenario) -> str:
@@ -91,33 +92,38 @@ def restore_page(scenario: Scenario, params: Mapping[str, str], store: RunStore)
         if raw.isdigit() and 1 <= int(raw) <= MAX_SEEDS:
             state[seeds_key(scenario)] = int(raw)
         else:
-            warnings.append(one_line(f"The link's seeds={raw!r} was not used: it must be a whole number from 1 "
+            warnings.append(one_line(f"The link's seeds={cut(raw)!r} was not used: it must be a whole number from 1 "
                                      f"to {MAX_SEEDS}."))
     if BAND in params:
         if params[BAND] in BANDS:
             state[band_key(scenario)] = params[BAND]
         else:
-            warnings.append(one_line(f"The link's band={params[BAND]!r} was not used: it is one of "
+            warnings.append(one_line(f"The link's band={cut(params[BAND])!r} was not used: it is one of "
                                      f"{', '.join(BANDS)}."))
     if ISOLATE in params:
         if params[ISOLATE] in scenario.field_specs():
             state[isolate_key(scenario)], state[isolate_chosen_key(scenario)] = params[ISOLATE], True
             state[isolate_open_key(scenario)] = True  # the link names it: show it
         else:
-            warnings.append(one_line(f"The link's isolate={params[ISOLATE]!r} is not a setting of this page."))
+            warnings.append(one_line(f"The link's isolate={cut(params[ISOLATE])!r} is not a setting of this page."))
     if RUN in params:
         stored = store.get(params[RUN])
         if stored is not None and stored.scenario == scenario.id:
             state[open_run_key(scenario)] = stored.run_id
         else:
-            warnings.append(one_line(f"The link's run {params[RUN]!r} is not in this run store; showing the "
+            warnings.append(one_line(f"The link's run {cut(params[RUN])!r} is not in this run store; showing the "
                                      "stored run of its settings, if there is one."))
     if COMPARE in params:
         ids = [i for i in dict.fromkeys(params[COMPARE].split(",")) if i]
+        if len(ids) > MAX_COMPARED:  # looked up no further: each costs a query on every load
+            warnings.append(one_line(f"The link compares {len(ids):,} runs; at most {MAX_COMPARED} are overlaid, "
+                                     f"so only the first {MAX_COMPARED} were looked up."))
+            ids = ids[:MAX_COMPARED]
         found = [i for i in ids if (stored := store.get(i)) is not None and stored.scenario == scenario.id]
         state[overlay_key(scenario)] = found
         missing = [i for i in ids if i not in found]
         if missing:
+            named = ", ".join(cut(i, 20) for i in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             warnings.append(one_line(f"The link compares {len(ids)} stored runs; not in this run store: "
-                                     f"{', '.join(missing)}. Showing the other {len(found)}."))
+                                     f"{named}. Showing the other {len(found)}."))
     return warnings

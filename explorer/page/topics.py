@@ -6,8 +6,8 @@ A topic not listed here still gets its group, after the known ones, so no page g
 """
 from scenarios.base import Scenario
 
-TOPICS = ("Core mechanics", "Optimization", "Architecture", "Generalization", "Fine-tuning & compression",
-          "Alignment", "Distributed")
+TOPICS = ("Core mechanics", "Optimization", "Architecture", "Language models", "Generalization",
+          "Fine-tuning & compression", "Alignment", "Distributed")
 
 
 def by_topic(scenarios: list[Scenario]) -> dict[str, list[Scenario]]:

@@ -20,7 +20,7 @@ import streamlit as st
 from explorer.page import share
 from explorer.page.controls import widget_key
 from explorer.page.session import run_store
-from explorer.plaintext import one_line, plain
+from explorer.plaintext import cut, one_line, plain
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
 
@@ -48,19 +48,24 @@ def parse_query(scenario: Scenario, params: Mapping[str, str]) -> Restored:
     specs = scenario.field_specs()
     values: dict[str, Any] = {}
     warnings: list[str] = []
+    unknown: list[str] = []
     for name, raw in params.items():
         if name in share.PARAMS:
             continue  # page state, not a setting (explorer/page/share.py)
         if name not in specs:
-            warnings.append(one_line(f"The link's parameter {name!r} is not a setting of this page and was "
-                                     f"ignored (settings: {', '.join(specs)})."))
+            unknown.append(name)
             continue
         spec = specs[name]
         try:
-            values[name] = getattr(scenario.validate({name: _coerce(spec, raw)}), name)
+            values[name] = scenario.validate_field(name, _coerce(spec, raw))  # alone; together below
         except ConfigError as error:
             warnings.append(one_line(f"The link's {name} was not used: {error}. Using the default, "
                                      f"{spec['default']!r}."))
+    if unknown:  # one line for all of them, the first few named
+        named = ", ".join(repr(cut(name, 40)) for name in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        warnings.insert(0, one_line(f"The link's {'parameter' if len(unknown) == 1 else 'parameters'} {named} "
+                                    f"{'is not a setting' if len(unknown) == 1 else 'are not settings'} of this page "
+                                    f"and {'was' if len(unknown) == 1 else 'were'} ignored (settings: {', '.join(specs)})."))
     try:
         scenario.validate(values)
     except ConfigError as error:  # each value fine alone, the combination refused by the Config

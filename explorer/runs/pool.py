@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.runs.backend import BackendStatus, FairQueue, Job, waiting_words
-from explorer.runs.processes import crash_line, end_tree
+from explorer.runs.processes import crash_line, end_tree, how_it_ended
 from scenarios.base import Machine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,12 +269,12 @@ class WorkerPool:
                 if worker.ready and not self._closed:
                     self._spawn()  # a run crashed it: a fresh one takes its place
                 elif crashed and not self._workers:  # none could start: say why, do not loop
-                    self._failure = f"no worker could start (exit code {code}): {why}"
+                    self._failure = f"no worker could start ({how_it_ended(code)}): {why}"
                     stranded = self._queue.drain()
             self._lock.notify_all()
         if job is not None:
             job.receive({"kind": "done", "id": job.id, "status": "failed",
-                         "error": f"the worker training this run died (exit code {code}): {why}"}
+                         "error": f"the worker training this run died, {how_it_ended(code)}: {why}"}
                         if crashed else {"kind": "done", "id": job.id, "status": "stopped"})
         for other in stranded:
             other.receive({"kind": "done", "id": other.id, "status": "failed", "error": self._failure})

@@ -7,6 +7,7 @@ on Windows), and ends a process only if it is still the one found (the start tim
 so an ended child whose id was reused is never signalled.
 """
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -83,4 +84,14 @@ def crash_line(stderr) -> str:
     except (OSError, ValueError):
         lines = []
     errors = [line for line in lines if "Error" in line or "Exception" in line or "Killed" in line]
-    return (errors or lines or ["it wrote nothing"])[-1]
+    return (errors or lines or ["it wrote nothing before it ended"])[-1]
+def how_it_ended(code: int) -> str:
+    """A process's end in words: `exit code 1`, or the signal that killed it by name (a negative
+    return code), with the usual sender of SIGKILL named."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    return f"killed by {name}" + (" (sent by hand or by the kernel's out-of-memory killer)" if name == "SIGKILL" else "")

@@ -7,7 +7,8 @@ It is the only module under explorer/ that imports torch.
 
 The protocol is JSON lines. In, on stdin:
 
-    {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}
+    {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}   (+ "seeds": [...]: one run of
+                                                                         several seeds, explorer/runs/seeded.py)
     {"op": "stop", "id": ...}
     {"op": "prepare", "ranks": n}    start n rank processes ahead (engines.distributed.launch.keep_spares)
 
@@ -35,6 +36,7 @@ import traceback
 from typing import Any
 
 from engines.distributed import launch as distributed
+from scenarios.base import host_memory
 
 ROWS_EVERY_S = 0.05    # rows are sent in batches at most this often (the first at once)
 SPARE_RANKS = 4        # rank processes a distributed run leaves started ahead for the next (engines/distributed/launch.py)
@@ -82,19 +84,7 @@ def machine() -> dict[str, int]:
     import torch
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     gpu_bytes = min((torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), default=0)
-    return {"cpus": os.cpu_count() or 1, "gpus": gpus, "gpu_memory_bytes": int(gpu_bytes),
-            "memory_available_bytes": memory_available_bytes()}
-
-
-def memory_available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return {"cpus": os.cpu_count() or 1, "gpus": gpus, "gpu_memory_bytes": int(gpu_bytes), **host_memory()}
 
 
 ENTRY_POINTS = {"engines.distributed.worker", "engines.distributed.spare_rank"}  # rank processes' mains, not libraries
@@ -131,8 +121,15 @@ def train(command: dict[str, Any], send, stop: threading.Event) -> None:
     done: dict[str, Any] = {"kind": "done", "id": run_id}
     sink = StreamSink(run_id, send, stop)
     try:
-        result = scenario_of(command).run(command["config"], sink=sink)
-        done.update(status=result.status, summary=result.summary)
+        if command.get("seeds"):  # several seeds as one run (explorer/runs/seeded.py): one status per seed
+            results = scenario_of(command).run_seeds(command["config"], command["seeds"], sink=sink)
+            statuses = [result.status for result in results]
+            done.update(status=next((s for s in ("stopped", "diverged") if s in statuses), "finished"),
+                        seeds={str(seed): {"status": result.status, "summary": result.summary}
+                               for seed, result in zip(command["seeds"], results)})
+        else:
+            result = scenario_of(command).run(command["config"], sink=sink)
+            done.update(status=result.status, summary=result.summary)
     except ConfigError as error:  # refused: a plain sentence, nothing to store
         done.update(status="refused", error=str(error))
     except Exception as error:  # the page shows it; the worker lives on

@@ -1,7 +1,9 @@
 """Repeat a run over several seeds and draw the mean with a band, to tell an effect from noise.
 
-A `SeedGroup` runs seeds s, s+1, …, s+N−1 of one config one after another, each through the
-run manager (so each is stored, and a seed already in the store is served from it). The
+A `SeedGroup` runs seeds s, s+1, …, s+N−1 of one config through the run manager, each stored
+(and a seed already in the store served from it): for a scenario that `batches_seeds`, the seeds
+not yet stored train together as one run (explorer/runs/seeded.py: every seed's arms in the same
+batched models, about the cost of one run), otherwise one after another. The
 page draws the mean over seeds of every (arm, step, metric) with the scenario's own
 `figures`, then builds the same figures from the per-point low and high frames (min/max, or
 mean ∓ std) and wraps each line of the mean figure in a band from the matching lines.
@@ -32,8 +34,9 @@ class SeedGroup:
     """N runs of one config that differ only in the seed; quacks like a RunHandle for the page."""
 
     def __init__(self, scenario: Scenario, config: ScenarioConfig, count: int,
-                 starter: Callable[[Scenario, ScenarioConfig], RunHandle]) -> None:
-        self.scenario, self.config, self.starter = scenario, config, starter
+                 starter: Callable[[Scenario, ScenarioConfig], RunHandle],
+                 batch_starter: Callable[[Scenario, ScenarioConfig, list[int]], list] | None = None) -> None:
+        self.scenario, self.config, self.starter, self.batch_starter = scenario, config, starter, batch_starter
         self.seeds = seeds_for(config.seed, count)
         self.handles: list[RunHandle] = []
         self.traceback: str | None = None
@@ -46,13 +49,19 @@ class SeedGroup:
 
     @classmethod
     def start(cls, scenario: Scenario, config: ScenarioConfig, count: int,
-              starter: Callable[[Scenario, ScenarioConfig], RunHandle]) -> "SeedGroup":
-        group = cls(scenario, config, count, starter)
+              starter: Callable[[Scenario, ScenarioConfig], RunHandle],
+              batch_starter: Callable[[Scenario, ScenarioConfig, list[int]], list] | None = None) -> "SeedGroup":
+        """`batch_starter(scenario, config, seeds)` gives one handle per seed, the unstored seeds trained as
+        one run (explorer/runs/seeded.py); it is used when the scenario `batches_seeds`."""
+        group = cls(scenario, config, count, starter, batch_starter)
         group._thread.start()
         return group
 
     def _work(self) -> None:
         try:
+            if self.batch_starter is not None and self.scenario.batches_seeds:
+                self._work_together()
+                return
             for seed in self.seeds:
                 if self._stop.is_set():
                     break
@@ -68,6 +77,18 @@ class SeedGroup:
                     break
         finally:
             self._ended = time.perf_counter()
+
+    def _work_together(self) -> None:
+        handles = self.batch_starter(self.scenario, self.config, self.seeds)
+        self.handles.extend(handles)
+        for handle in handles:
+            while not handle.join(timeout=0.05):
+                if self._stop.is_set():
+                    handle.stop(keep=self._keep)  # every seed's run at once
+                    handle.join()
+            if handle.snapshot(with_frame=False).status == "failed":
+                self.traceback = handle.traceback
+                return
 
     def stop(self, keep: bool = True) -> None:
         self._keep = keep

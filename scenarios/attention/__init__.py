@@ -29,7 +29,8 @@ from pydantic import Field
 
 from scenarios.attention import figures as look
 from scenarios.attention.figures import SWEEP, heads_label, heads_of, uniform_label
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
@@ -70,13 +71,13 @@ class Attention(Scenario):
     id = "attention"
     title = "Scaled dot-product attention"
     order = 33
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their heads and layers "
+                 "differ in shape.")
     topic = "Architecture"
     question = "Why does attention divide its scores by √d_k, and what do several heads buy?"
     terms = {
         "Attention": shown_by("attention_maps", "attn/", arm="head",
                               how="each query's weights over the drawn example's positions, per head"),
-        "Query / Key / Value (Q/K/V)": shown_by("attention_maps", "attn/", "eval_accuracy", arm="head",
-                                                how="a query names two keys; the weights on their pairs fetch the values"),
         "Scaled dot-product attention": shown_by("entropy", "entropy/scaled", "entropy/unscaled", "sdpa_max_abs_diff", arm=SWEEP,
                                                  how="softmax(QKᵀ/√d_k): scaled scores keep their entropy at every d_k"),
         "Multi-head attention": shown_by("accuracy_vs_heads", "eval_accuracy", arm="heads",
@@ -95,6 +96,20 @@ class Attention(Scenario):
         "two layers, one head": {"heads": "1,2", "layers": 2, "map_heads": 1},
         "Vaswani et al. 2017: 8 heads of d_model/8": {"heads": "1,2,4,8", "map_heads": 8},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"keys": 0.00425, "layer_logs": 0.00396, "run": 0.164, "steps": 0.00134, "token_layer_steps": 0.000199}
+    timed = ({"heads": "1,2,4,8", "steps": 40}, {"steps": 300, "heads": "1", "baseline": False}, {"keys": 64, "heads": "2", "steps": 100})
+
+    def work(self, config: Config) -> Work:
+        """The d_k sweep (512 queries over `keys` keys at 8 sizes), then one arm per head count (and the
+        baseline) on batches of 32, `pairs` + 4 tokens through `layers` attention layers."""
+        heads = heads_of_config(config)
+        arms, tokens = len(heads) + config.baseline, config.pairs + 4
+        steps = arms * config.steps
+        return Work({"keys": config.keys, "steps": steps, "token_layer_steps": steps * tokens * config.layers,
+                     "layer_logs": arms * logs(config.steps, 50) * config.layers},
+                    floats=512 * config.keys * 1024 + arms * config.layers * 32 * tokens * 32 * 16)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for
@@ -129,7 +144,7 @@ class Attention(Scenario):
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records, last, arms = Records(frame), config.steps - 1, list(model_arms(config))
-        sweep = look.saturation_sentence(records, config.keys)
+        sweep = look.saturation_sentence(records, config.keys, config.d_k)
         accuracy = look.accuracy_sentence(records, arms, last)
         leading = [s for s in (sweep, accuracy) if s is not None]
         if not leading:

@@ -13,6 +13,7 @@ from scenarios.explanation import Sentence, say
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.recorded import percent, recorded, snapshot
 from scenarios.records import Records
+from scenarios.words import count
 
 SWEEP = "random q, k"  # the arm of the d_k sweep: its step is d_k
 UNIFORM = "uniform scores"
@@ -22,11 +23,11 @@ VALUES = 16  # values a lookup chooses from: chance is 1/16
 
 
 def heads_label(heads: int, layers: int) -> str:
-    return f"{heads} head{'s' if heads > 1 else ''}" + (f" · {layers} layers" if layers > 1 else "")
+    return count(heads, "head") + (f" · {count(layers, 'layer')}" if layers > 1 else "")
 
 
 def uniform_label(layers: int) -> str:
-    return UNIFORM + (f" · {layers} layers" if layers > 1 else "")
+    return UNIFORM + (f" · {count(layers, 'layer')}" if layers > 1 else "")
 
 
 def heads_of(arm: str) -> int | None:
@@ -48,17 +49,25 @@ def variance_ratio_range(records: Records) -> tuple[float, float] | None:
     return float(ratios.min()), float(ratios.max())
 
 
-def saturation_sentence(records: Records, keys: int) -> Sentence | None:
-    """At the sweep's largest d_k: the softmax's entropy and largest weight, unscaled, and the scaled entropy."""
+def saturation_sentence(records: Records, keys: int, d_k: int) -> Sentence | None:
+    """At the swept d_k nearest the chosen one (said which), and at the sweep's largest: the unscaled
+    softmax's entropy and largest weight, and the scaled entropy."""
     found = dims(records)
     if not found:
         return None
-    top, three = found[-1], lambda v: f"{v:.3g}"
-    parts = [recorded(records, SWEEP, m, top, shown=three) for m in ("entropy/unscaled", "max_weight/unscaled", "entropy/scaled")]
+    shown, top, three = nearest_dim(records, d_k), found[-1], lambda v: f"{v:.3g}"
+    parts = [recorded(records, SWEEP, m, shown, shown=three) for m in ("entropy/unscaled", "max_weight/unscaled", "entropy/scaled")]
     if None in parts:
         return None
-    return say(f"At d_k = {top} the softmax of unscaled q·k over {keys} keys has entropy {{}} nats and a largest weight "
-               f"of {{}} on average; of q·k/√d_k, entropy {{}} nats (ln {keys} = {math.log(keys):.2f})", *parts)
+    which = f"d_k = {shown}" if shown == d_k else f"d_k = {shown} (the swept d_k nearest the chosen {d_k})"
+    text = (f"At {which} the softmax of unscaled q·k over {keys} keys has entropy {{}} nats and a largest weight "
+            f"of {{}} on average; of q·k/√d_k, entropy {{}} nats (ln {keys} = {math.log(keys):.2f})")
+    if shown != top:
+        more = [recorded(records, SWEEP, m, top, shown=three) for m in ("entropy/unscaled", "max_weight/unscaled")]
+        if None not in more:
+            text += f"; at the sweep's largest, d_k = {top}, unscaled: entropy {{}} nats, largest weight {{}}"
+            parts += more
+    return say(text, *parts)
 
 
 def gradient_sentence(records: Records) -> Sentence | None:

@@ -27,7 +27,8 @@ from pydantic import Field
 
 from scenarios.autodiff import figures as look
 from scenarios.autodiff.figures import PASS
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.claims import Final
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.plotting import Figures, arm_colors, curves_figure
@@ -64,7 +65,6 @@ class Autodiff(Scenario):
     question = "How does PyTorch turn one forward pass into every gradient, and what does a pretrained network carry to a new task?"
     terms = {
         "nn.Module": shown_by("module", "module/", arm=PASS, how="named_parameters() and named_buffers() of TinyNet"),
-        "Tensor": shown_by("module", "module/", arm=PASS, how="each parameter and buffer: shape, dtype, requires_grad"),
         "Forward pass": shown_by("forward", "forward/", arm=PASS, how="every intermediate of one example, stage by stage"),
         "Autograd": shown_by("graph", "graph/", arm=PASS, how="the grad_fn nodes one forward pass recorded, walked by next_functions"),
         "Autodiff": shown_by("checks", "check/", arm=PASS, how="the gradient autograd derives, against the chain rule by hand "
@@ -76,6 +76,11 @@ class Autodiff(Scenario):
                                       how="a frozen body pretrained on task A, a new head on task B"),
         "Fine-tuning": shown_by("transfer_accuracy", "test_accuracy", "trained_weights", arm="fine-tune",
                                 how="the pretrained net trained further on task B's few examples"),
+    }
+    methods = {
+        "Backpropagation": shown_by("graph", "graph/", arm=PASS, how="backward walks the recorded graph from the loss, node by node"),
+        "Pretraining": shown_by("transfer_accuracy", "test_accuracy", arm="last layer only", partial=True,
+                                how="a body trained first on task A carried to task B (supervised, not self-supervised on text)"),
     }
     formula = (r"\begin{aligned}\frac{\partial L}{\partial W_{ji}} &= \underbrace{2(\hat y - y)}_{\text{MseLoss}}\cdot"
                r"\underbrace{V_{0j}}_{\text{Addmm}}\cdot\underbrace{(1 - h_j^2)}_{\text{Tanh}}\cdot"
@@ -90,6 +95,18 @@ class Autodiff(Scenario):
         "plenty of task B data": {"examples_b": 2000},
         "Yosinski et al. 2014: transfer fades with relatedness": {"relatedness": 0.5},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"example_steps": 1.3e-06, "logs": 0.00266, "run": 0.0426, "steps": 0.000821}
+    timed = ({"pretrain_steps": 800, "finetune_steps": 30}, {"examples_b": 2000, "finetune_steps": 60, "pretrain_steps": 50},
+             {"finetune_steps": 400, "pretrain_steps": 50})
+
+    def work(self, config: Config) -> Work:
+        """Pretraining on batches of 128, three arms fine-tuning full-batch; every log scores 2000 test examples."""
+        pre, tune = config.pretrain_steps, 3 * config.finetune_steps
+        return Work({"steps": pre + tune, "example_steps": 128 * pre + tune * config.examples_b,
+                     "logs": logs(pre) + 3 * logs(config.finetune_steps)},
+                    floats=5 * 8000 + 4 * 16 * 2000 + 3 * 64 * config.examples_b)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

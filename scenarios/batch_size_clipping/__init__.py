@@ -23,7 +23,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
+from scenarios.cost import logs
 from scenarios.batch_size_clipping import figures as look
 from scenarios.batch_size_clipping.figures import CLIP_ARMS, NOISE_INIT, NOISE_TRAINED, batch_label
 from scenarios.explanation import Explanation, join
@@ -61,6 +62,8 @@ class BatchSizeClipping(Scenario):
     id = "batch-size-clipping"
     title = "Batch size, learning rate and clipping"
     order = 50
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their batch sizes differ "
+                 "in shape, and their clipping is different code.")
     topic = "Optimization"
     question = "What does a bigger batch buy, and what stops a gradient from exploding?"
     terms = {
@@ -98,6 +101,21 @@ class BatchSizeClipping(Scenario):
                                                        "warmup_steps": 20},
         "tanh RNN": {"rnn": "tanh"},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"batch_steps": 0.000732, "logs": 0.00149, "rnn_steps": 0.000401, "rnn_token_steps": 2.37e-05,
+             "run": 0.273}
+    timed = ({"batch_sizes": "8,16,32,64,128,256,512,1024", "steps": 120, "rnn_steps": 20},
+             {"rnn_steps": 150, "seq_len": 100, "steps": 20}, {"steps": 200, "rnn_steps": 100, "seq_len": 20})
+
+    def work(self, config: Config) -> Work:
+        """One MLP per batch size and three RNNs (no clip, by norm, by value) side by side; the gradient-noise
+        probe before and after."""
+        sizes, rnn = sizes_of(config), 3 * config.rnn_steps
+        return Work({"batch_steps": len(sizes) * config.steps, "example_steps": sum(sizes) * config.steps,
+                     "rnn_steps": rnn, "rnn_token_steps": rnn * config.seq_len,
+                     "logs": len(sizes) * logs(config.steps, 50) + 3 * logs(config.rnn_steps)},
+                    floats=len(sizes) * 4 * 20_000 + sum(sizes) * 64 * 4 + 3 * config.seq_len * 64 * 4)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

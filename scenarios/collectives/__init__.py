@@ -64,12 +64,15 @@ class CollectivesAndDTensor(Scenario):
         "FSDP": shown_by("training_step", "rank_0/forward/collectives/all-gather", arm="FSDP",
                          how="an all-gather per unit in forward and in backward, a reduce-scatter per unit"),
     }
+    methods = {"Distributed training": shown_by("training_step", "rank_0/backward/collectives/all-reduce", arm="DDP",
+                                                how="the collectives a data-parallel step sends, rank by rank")}
     formula = (r"\begin{aligned}\text{ring all-reduce: }&2\,\tfrac{N-1}{N}\,S\ \text{sent per rank}\quad"
                r"(\text{reduce-scatter } \tfrac{N-1}{N}S\ +\ \text{all-gather } \tfrac{N-1}{N}S)\\"
                r"t(S) &\approx \alpha + S/B\qquad \text{DDP: 1 all-reduce per bucket}\qquad"
                r"\text{FSDP: } 2U \text{ all-gathers},\ U \text{ reduce-scatters}\end{aligned}")
     Config = Config
     tiny = {"world_size": 2, "largest_kib": 16, "sizes": 1, "repeats": 1, "layers": 1}
+    timed = (tiny, {"world_size": 3, "largest_kib": 1024, "sizes": 2, "repeats": 2}, {"sizes": 6, "repeats": 4})
     tiny_space = {"world_size": [2], "largest_kib": [16, 64], "sizes": [1, 2], "repeats": [1]}
     presets = {
         "two ranks, 16 KiB to 4 MiB": {},
@@ -83,8 +86,7 @@ class CollectivesAndDTensor(Scenario):
         sentence = self.refusal(config, running.machine_here())
         if sentence is not None:
             raise ConfigError(sentence)
-        return together(Arm("ranks", running.launched(running.job_of(config), config.world_size),
-                            running.records_expected(config)))
+        return together(Arm("ranks", running.launched(config), running.records_expected(config)))
 
     def arm_universe(self) -> list[str]:
         return list(running.UNIVERSE)

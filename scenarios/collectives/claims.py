@@ -9,6 +9,7 @@ from scenarios.collectives.figures import count, fit, max_error, mean_sent_over_
 from scenarios.collectives.launch import TRANSITIONS
 from scenarios.explanation import Explanation, Sentence, join, say
 from scenarios.records import Records
+from scenarios.words import byte_size, counted
 
 Compute = Callable[[Records], float | None]
 
@@ -20,10 +21,6 @@ def claim(records: Records, compute: Compute, text: str = "{}", shown: Callable[
 
 def times(value: float) -> str:
     return f"{value:.3f}×"
-
-
-def kib(value: float) -> str:
-    return f"{value / 1024:,.0f} KiB"
 
 
 def ratio_of(op: str) -> Compute:
@@ -50,7 +47,7 @@ def headline(records: Records) -> dict[str, float | None]:
 def takeaway(records: Records) -> Sentence | None:
     parts = [say(f"{op} {{}} its ring formula", c) for op in ("all-reduce", "all-gather")
              if (c := claim(records, ratio_of(op), shown=times)) is not None]
-    size = claim(records, largest("all-reduce"), shown=kib)
+    size = claim(records, largest("all-reduce"), shown=byte_size)
     if not parts or size is None:
         return None
     joined = join(*parts, sep=", ")
@@ -120,11 +117,11 @@ def dtensor(records: Records) -> Sentence | None:
     issued = [claim(records, lambda r, i=i: sum(count(r, "DTensor", f"collectives/{k}", i) or 0 for k in
                                                 ("all-gather", "all-to-all", "scatter", "all-reduce", "broadcast")),
                     shown=lambda v: f"{v:.0f}") for i in range(1, len(TRANSITIONS))]
-    sent = claim(records, lambda r: r.at("DTensor", "rank_0/sent_bytes", 2), shown=lambda v: f"{v:.0f}")
+    sent = claim(records, lambda r: r.at("DTensor", "rank_0/sent_bytes", 2), shown=byte_size)
     if rows is None or None in issued:
         return None
     text = ("DTensor: Shard(0) leaves rank 0 {} of the rows; collectives issued: → Replicate() {}, back to Shard(0) {}"
-            + (" ({} bytes sent)" if sent is not None else "") + ", → Shard(1) {}.")
+            + (" ({} sent)" if sent is not None else "") + ", → Shard(1) {}.")
     return say(text, rows, issued[0], issued[1], *([sent] if sent is not None else []), issued[2])
 
 
@@ -136,11 +133,13 @@ def training(records: Records) -> Sentence | None:
     step = records.last_step("FSDP", "units")
     if ddp is None or None in fsdp or units is None:
         return None
-    text = (f"In training step {step}: DDP issued {{}} all-reduce in backward; FSDP {{}} all-gathers in forward, "
-            "{} in backward and {} reduce-scatters, for {} units")
+    scatters = fsdp[2].value
+    text = (f"In training step {step}: DDP issued {counted(ddp.value, 'all-reduce')} in backward; FSDP "
+            f"{counted(fsdp[0].value, 'all-gather')} in forward, {{}} in backward and "
+            f"{counted(scatters, 'reduce-scatter')}, for {counted(units.value, 'unit')}")
     rebuilt = claim(records, lambda r: count(r, "DDP", "forward/collectives/broadcast", 1), shown=lambda v: f"{v:.0f}")
     if rebuilt is not None and rebuilt.value:
-        return say(text + "; at step 1 DDP's forward also issued {} broadcasts.",
+        return say(text + f"; at step 1 DDP's forward also issued {counted(rebuilt.value, 'broadcast')}.",
                    ddp, *fsdp, units, rebuilt)
     return say(text + ".", ddp, *fsdp, units)
 

@@ -9,9 +9,9 @@ costs about 4 s of CPU here, far more than the measurements themselves.
 import os
 from collections.abc import Iterator
 
-from engines.distributed.launch import launched as launch_items
+from engines.distributed.launch import launched as launch_items, timeout_for
 from engines.loop.records import Diverged, StepRecord
-from scenarios.base import Estimate, Machine
+from scenarios.base import Estimate, Machine, host_memory
 
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "ring all-reduce (by hand)",
        "ring reduce-scatter (by hand)")  # engines.distributed.collectives.OPS, named here without importing torch
@@ -24,7 +24,7 @@ DTENSOR_SHAPE = (10, 6)
 HIDDEN = 32
 SIZE_STEP = 4         # the sweep's sizes are ×4 apart
 CPU_WORLD_MIN = 4     # rank processes allowed on any machine; more need as many cores
-HOST_FILL = 0.5       # of the host's free memory a run may plan to use
+HOST_FILL = 0.5       # of the host's memory (Machine.memory_limit_bytes) a run may plan to use
 # Calibrated on this project's 2-core machine (torch 2.13, gloo), see `estimate`:
 PROCESS_BYTES = 360e6  # peak RSS of a rank: Python, torch, gloo, DTensor and FSDP imported
 START_S = 4.0          # CPU seconds to start a rank
@@ -67,20 +67,18 @@ def refusal(config, machine: Machine) -> str | None:
     if world > allowed_ranks(machine):
         return (f"world_size={world}: at most {allowed_ranks(machine)} rank processes here (one per core, at least "
                 f"{CPU_WORLD_MIN}; this machine has {machine.cpus} cores); lower the world size")
-    need, limit = process_bytes(config) * world, HOST_FILL * machine.memory_available_bytes
+    need, limit = process_bytes(config) * world, HOST_FILL * machine.memory_limit_bytes
     if limit and need > limit:
         return (f"world_size={world} with tensors up to {config.largest_kib:,} KiB needs about {need / 1e9:.2f} GB "
-                f"({world} rank processes of {process_bytes(config) / 1e9:.2f} GB), more than the {limit / 1e9:.2f} GB "
-                "that may be used here (half of what is free); lower the largest size or the world size")
+                f"({world} rank processes of {process_bytes(config) / 1e9:.2f} GB), more than "
+                f"{machine.memory_basis(HOST_FILL)}; lower the largest size or the world size")
     return None
 
 
 def machine_here() -> Machine:
     """This process's machine (the CPU facts the refusal needs; `EXPLORER_MEMORY_LIMIT_BYTES` stands in
-    for its free memory)."""
-    limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0))
-    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return Machine(cpus=os.cpu_count() or 1, memory_available_bytes=int(limit or free))
+    for its memory)."""
+    return Machine(cpus=os.cpu_count() or 1, **host_memory())
 
 
 def estimate(config) -> Estimate:
@@ -101,9 +99,12 @@ def item_of(record: dict):
     return record["arm"], StepRecord(record["step"], {k: float(v) for k, v in record["metrics"].items()})
 
 
-def launched(job: dict, world: int) -> Iterator:
-    """The ranks' records as items, with notes while they start and between records."""
-    return launch_items(job, world, item_of, starting=f"starting {world} rank processes",
+def launched(config) -> Iterator:
+    """The ranks' records as items, with notes while they start and between records; the launch's limit
+    follows the estimate (`timeout_for`)."""
+    world = config.world_size
+    return launch_items(job_of(config), world, item_of, timeout_s=timeout_for(estimate(config).seconds),
+                        starting=f"starting {world} rank processes",
                         still_starting=f"starting {world} rank processes: about 4 s of CPU each (importing torch, "
                                        "gloo, DTensor and FSDP), longer than every measurement after it",
                         running=f"{world} rank processes measuring")

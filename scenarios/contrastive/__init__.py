@@ -26,12 +26,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
+from scenarios.cost import logs
 from scenarios.contrastive import figures as look
 from scenarios.contrastive.figures import RAW, arm_of
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named
 
 Sweep = Literal["0.05,0.1,0.5,1", "0.02,0.1,1", "0.02,0.05,0.1,0.2,0.5,1", "0.02,1", "0.1"]
 TAU_ARMS = "τ="
@@ -59,10 +62,19 @@ def tau_arms(config: Config) -> list[str]:
     return [arm_of(t) for t in taus_of(config)]
 
 
+def as_arm(name: str, records):
+    """Records reported under `name` (a seed's raw-observation arm inside a run of several seeds)."""
+    for record in records:
+        yield name, record
+
+
 class Contrastive(Scenario):
     id = "contrastive"
     title = "Contrastive learning and InfoNCE"
     order = 63
+    arms_note = ("The τ arms train together as one batched encoder (one per τ, stacked): each arm's records are those "
+                 "it gives trained alone, bit for bit.")
+    batches_seeds = True  # repeat over seeds: every seed's τ arms in the same batched encoder
     topic = "Generalization"
     question = "What does InfoNCE's temperature do to the embeddings a contrastive encoder learns?"
     terms = {
@@ -90,15 +102,59 @@ class Contrastive(Scenario):
         "more negatives (N = 512)": {"batch": 512},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"log_pairs": 5.78e-08, "logs": 0.00307, "pair_steps": 8.45e-10, "run": 0.0196, "steps": 0.00194}
+    timed = ({"batch": 512, "steps": 20}, {"steps": 600, "temperatures": "0.1", "batch": 64},
+             {"embedding_dim": 64, "steps": 150, "temperatures": "0.02,1"})
+
+    def work(self, config: Config) -> Work:
+        """One encoder per τ side by side, each step two views of `batch` points and the batch × batch scores;
+        every log fits and scores the ridge probe on 512 + 512 held-out points."""
+        arms, batch = len(taus_of(config)), config.batch
+        steps, logged = arms * config.steps, arms * logs(config.steps, 50)
+        return Work({"steps": steps, "example_steps": steps * batch, "pair_steps": steps * batch ** 2 * config.embedding_dim,
+                     "logs": logged, "log_pairs": logged * batch ** 2},
+                    floats=arms * (4 * 7000 + 2 * batch * 200 + 4 * batch ** 2) + 2048 * 64)
+
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """The raw-observation probe, then the τ arms: one batched encoder for all of them, or
+        (`batched=False`, the reference the tests compare with) one encoder each, side by side."""
+        if batched:
+            return self.seed_phases(config, [config.seed])
         from engines.loop.training import log_every_for
         from engines.supervised.contrastive import TauArm, raw_records, train_tau_arm
         fields = config.model_dump(include={"batch", "embedding_dim", "classes", "view_noise", "nuisance", "lr", "seed"})
-        log_every = log_every_for(config.steps, 50)
         raw = Arm(RAW, raw_records(TauArm(tau=1.0, **fields)), 1, cost=5)
-        trained = [Arm(arm_of(t), train_tau_arm(TauArm(tau=t, **fields), config.steps, log_every), config.steps)
-                   for t in taus_of(config)]
+        trained = [Arm(arm_of(t), train_tau_arm(TauArm(tau=t, **fields), config.steps, log_every_for(config.steps, 50)),
+                       config.steps) for t in taus_of(config)]
         return in_turn(raw) + together(*trained)
+
+    def seed_phases(self, config: Config, seeds: list[int]) -> list[list[Arm]]:
+        """Every seed's raw-observation probe, then the τ arms of every seed as one batched encoder."""
+        from engines.loop.batched import arm_cost
+        from engines.loop.training import log_every_for
+        from engines.supervised.contrastive import TauArm, raw_records
+        from engines.supervised.contrastive_arms import train_tau_arms
+        fields = config.model_dump(include={"batch", "embedding_dim", "classes", "view_noise", "nuisance", "lr"})
+        raws = [Arm(name, as_arm(name, raw_records(TauArm(tau=1.0, seed=seed, **fields))), 1, cost=5)
+                for name, seed in zip(named([RAW], seeds), seeds)]
+        specs = [TauArm(tau=t, seed=seed, **fields) for seed in seeds for t in taus_of(config)]
+        return in_turn(*raws) + together(Arm("τ arms", train_tau_arms(named(tau_arms(config), seeds), specs, config.steps,
+                                                                      log_every_for(config.steps, 50)),
+                                             config.steps, arm_cost(len(specs))))
+
+    def batched_bytes(self, config: Config) -> float:
+        """The τ arms as one batched encoder (32 → 64 → 64 → d, Adam) and the larger of the step's pass (two
+        views of the batch, and the N × N scores) and the probe's (2 · PROBE_SIZE held-out views)."""
+        weights = arms_memory.linear_weights(32, 64, 64, config.embedding_dim)
+        width = 64 + 64 + config.embedding_dim
+        activations = max(2 * config.batch * width + config.batch ** 2, 2 * PROBE_SIZE * width)
+        return arms_memory.batched_bytes(len(taus_of(config)), weights, 2, activations)
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"temperatures={config.temperatures}", len(taus_of(config)),
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

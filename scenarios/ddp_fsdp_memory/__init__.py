@@ -90,6 +90,8 @@ class DdpFsdpMemory(Scenario):
         "Master weights": shown_by("precision", "rank_0/precision/master", arm="bf16", when={"strategies": EVERY_STRATEGY},
                                    how="the fp32 shards Adam updates, beside the bf16 copies the forward uses"),
     }
+    methods = {"Distributed training": shown_by("memory_vs_world_size", "rank_0/exact/parameters", arm="fsdp", when=SHARDED,
+                                                how="data-parallel ranks, replicated (DDP) or sharded (FSDP)")}
     formula = (r"\begin{aligned}\text{DDP: }&(2+2+K)\,\Psi \qquad \text{ZeRO-1: }2\Psi+2\Psi+\tfrac{K\Psi}{N}\\"
                r"\text{ZeRO-2: }&2\Psi+\tfrac{(2+K)\Psi}{N} \qquad \text{ZeRO-3 / FSDP: }\tfrac{(2+2+K)\Psi}{N}"
                r"\quad (K=12;\ \text{fp32 Adam: }4+4+8)\end{aligned}")
@@ -100,6 +102,8 @@ class DdpFsdpMemory(Scenario):
     # collective can differ by one buffer between identical runs (gloo frees it on its own thread).
     tiny = {"device": "cpu", "world_size": 1, "sweep_world_size": False, "layers": 1, "hidden": 16, "batch": 2,
             "seq_len": 8, "steps": 2, "strategies": "ddp,fsdp-zero3"}
+    timed = (tiny, {"device": "cpu", "world_size": 2, "sweep_world_size": False, "strategies": "ddp,fsdp-zero3"},
+             {"device": "cpu", "world_size": 1, "layers": 4, "hidden": 128, "batch": 16, "seq_len": 128, "steps": 4})
     tiny_space = {"device": ["cpu"], "world_size": [1, 2], "sweep_world_size": [False], "steps": [2],
                   "strategies": ["ddp,fsdp-zero3", "ddp,fsdp-zero3,fsdp-zero2"]}
     presets = {
@@ -122,8 +126,7 @@ class DdpFsdpMemory(Scenario):
         if sentence is not None:
             raise ConfigError(sentence)
         job = launching.job_of(config, launching.device_of(config, machine), os.environ.get("EXPLORER_DIST_FAIL_RANK"))
-        worlds = launching.worlds_of(config)
-        return together(Arm("ranks", launching.launched(job, worlds), launching.records_expected(config)))
+        return together(Arm("ranks", launching.launched(job, config), launching.records_expected(config)))
 
     def arm_universe(self) -> list[str]:
         worlds = [2, 1, *range(3, WORLD_MAX + 1)]  # the default run's arms first

@@ -11,6 +11,7 @@ from scenarios.claims import Computed
 from scenarios.ddp_fsdp_memory.summary import summary
 from scenarios.explanation import Explanation, Sentence, join, say, trajectory
 from scenarios.records import Records
+from scenarios.words import byte_size, byte_sizes, counted
 
 Compute = Callable[[Records], float | None]
 
@@ -60,11 +61,12 @@ def explanation(records: Records, kinds: tuple[str, ...]) -> Explanation:
     top = max(a["world_size"] for a in arms.values())
     shown = [arm for arm, a in arms.items() if a["world_size"] == top]
     ddp = next((arm for arm in shown if arms[arm]["strategy"] == "ddp"), None)
-    state = {arm: of_arm(arm, "measured_state_bytes", 1e-6) for arm in shown}
+    state = {arm: of_arm(arm, "measured_state_bytes") for arm in shown}
+    sizes = dict(zip(shown, byte_sizes(*(state[arm](records) for arm in shown))))  # different sizes print apart
     parts = []
     for arm in shown:
         share = measured("(×{} DDP's)", ratio(state[arm], state[ddp]), records) if ddp not in (None, arm) else None
-        parts.append(say(f"{arm} {{}} MB" + (" {}" if share else ""), measured("{}", state[arm], records),
+        parts.append(say(f"{arm} {{}}" + (" {}" if share else ""), measured("{}", state[arm], records, shown=lambda _, a=arm: sizes[a]),
                          *([share] if share else [])))
     joined = join(*parts, sep=", ")
     takeaway = Sentence(f"Rank 0's model state (parameters, gradients, Adam) at N={top}: {joined.text}", joined.claims)
@@ -94,14 +96,15 @@ def _collectives(records: Records, shown: list[str], kinds: tuple[str, ...]) -> 
         counts = [c for kind in kinds if (c := _count(records, arm, kind)) is not None and c.value]
         if counts:
             parts.append(say(f"{arm}: " + ", ".join(["{}"] * len(counts)), *counts))
-    return _listed("Collectives rank 0 issued in one step (one more after the last): ", parts)
+    return _listed("Collectives rank 0 issued in one training step (an extra step after the arm's last, counted by "
+                   "CommDebugMode): ", parts)
 
 
 def _count(records: Records, arm: str, kind: str) -> Computed | None:
     value = collective(arm, kind)(records)
     if value is None:
         return None
-    return Computed(f"{{}} {kind}{'' if value == 1 else 's'}", value, collective(arm, kind), shown=f"{value:.0f}")
+    return Computed(counted(value, kind), value, collective(arm, kind), shown=f"{value:.0f}")
 
 
 def _gathered(records: Records, shown: list[str], arms: dict) -> Sentence | None:
@@ -109,9 +112,9 @@ def _gathered(records: Records, shown: list[str], arms: dict) -> Sentence | None
     for arm in shown:
         a = arms[arm]
         if a["strategy"].startswith("fsdp") and a["max_unsharded_bytes"] and a["unit_param_bytes"]:
-            most = of_arm(arm, "max_unsharded_bytes", 1e-6)
-            parts.append(say(f"{arm} at most {{}} MB ({{}}× one block's)", measured("{}", most, records),
-                             measured("{}", ratio(most, of_arm(arm, "unit_param_bytes", 1e-6)), records)))
+            most = of_arm(arm, "max_unsharded_bytes")
+            parts.append(say(f"{arm} at most {{}} ({{}}× one block's)", measured("{}", most, records, shown=byte_size),
+                             measured("{}", ratio(most, of_arm(arm, "unit_param_bytes")), records)))
     return _listed("Gathered (unsharded) parameters held at once through the step: ", parts)
 
 
@@ -127,8 +130,10 @@ def _activations(records: Records, shown: list[str], arms: dict) -> Sentence | N
                 and arms[arm]["measured_activation_bytes"] and arms[arm]["estimated_activation_bytes"]), None)
     if arm is None:
         return None
-    claims = [measured("{} MB measured", of_arm(arm, "measured_activation_bytes", 1e-6), records),
-              measured("{} MB by this layer's bookkeeping (12 values per token and hidden unit per block)",
-                       of_arm(arm, "estimated_activation_bytes", 1e-6), records)]
+    values = [of_arm(arm, key) for key in ("measured_activation_bytes", "estimated_activation_bytes")]
+    texts = byte_sizes(*(value(records) for value in values))
+    claims = [measured("{} measured", values[0], records, shown=lambda _: texts[0]),
+              measured("{} by this layer's bookkeeping (12 values per token and hidden unit per block)",
+                       values[1], records, shown=lambda _: texts[1])]
     return say(f"Activations kept for backward at the end of forward ({arm}, rank 0): {{}}, {{}}.", *claims)
 

@@ -9,12 +9,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from engines.distributed.memory_model import GB, PRECISIONS, model_states
-from scenarios.ddp_fsdp_memory.summary import CATEGORIES, arm_values
+from scenarios.ddp_fsdp_memory.summary import ALLOCATOR, CATEGORIES, arm_values
 from scenarios.ddp_fsdp_memory.timeline import timeline_figure, timeline_of
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
 
-CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ["reserved"])}
+CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ALLOCATOR)}
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
 STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))
 
@@ -30,12 +30,12 @@ def memory_timeline_figure(records: Records, summary: dict) -> go.Figure:
         if a["world_size"] == top:
             values = arm_values(records, arm)
             timelines[arm] = timeline_of(values, int(values.get("rank_0/shape/layers", 0)))
-    return timeline_figure(timelines, CATEGORIES + ["reserved"], CATEGORY_COLORS)
+    return timeline_figure(timelines, CATEGORIES + ALLOCATOR, CATEGORY_COLORS)
 
 
 def bars_figure(records: Records, summary: dict) -> go.Figure:
     top = top_world(summary)
-    labels, stacks = [], {c: [] for c in CATEGORIES}
+    labels, stacks, allocated = [], {c: [] for c in CATEGORIES}, []
     for arm, a in summary["arms"].items():
         if a["world_size"] != top:
             continue
@@ -44,6 +44,8 @@ def bars_figure(records: Records, summary: dict) -> go.Figure:
             labels.append(f"{a['strategy']}<br>rank {rank}")
             for c in CATEGORIES:
                 stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
+            if (total := values.get(f"rank_{rank}/peak/allocated")) is not None:  # CUDA only
+                allocated.append((labels[-1], total / 1e6))
         labels.append(f"{a['strategy']}<br>model")
         modelled = {**a["estimated"], "activations": a["estimated_activation_bytes"] or 0.0,
                     "unsharded parameters": a["estimated_unsharded_bytes"],
@@ -51,9 +53,13 @@ def bars_figure(records: Records, summary: dict) -> go.Figure:
         for c in CATEGORIES:
             stacks[c].append(modelled.get(c, 0.0) / 1e6)
     fig = go.Figure()
-    for c in (c for c in CATEGORIES if any(stacks[c])):  # e.g. "allocated" only exists on CUDA
+    for c in (c for c in CATEGORIES if any(stacks[c])):
         fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
                     hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+    if allocated:  # the allocator's peak beside the tracked one: blocks, caches and what no tracker files
+        fig.add_scatter(x=[x for x, _ in allocated], y=[y for _, y in allocated], mode="markers", name="CUDA allocated",
+                        marker=dict(symbol="line-ew-open", size=28, color=CATEGORY_COLORS["allocated"], line=dict(width=3)),
+                        hovertemplate="CUDA allocator, peak<br>%{x}<br>%{y:.3f} MB<extra></extra>")
     fig.update_layout(barmode="stack")
     fig = layout(fig, f"Peak memory per rank by category, N={top}: measured, and the model beside it",
                  "each rank's measured peak; model = ZeRO model states + activations + gathered parameters "

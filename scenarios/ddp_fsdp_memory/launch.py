@@ -11,15 +11,15 @@ driver hears Stop at least every 0.1 s and closing the stream reaps every rank.
 import os
 from collections.abc import Iterator
 
-from engines.distributed.launch import launched as launch_items
+from engines.distributed.launch import launched as launch_items, timeout_for
 from engines.distributed.memory_model import GB, PRECISIONS, encoder_activation_bytes, transformer_activation_bytes
 from engines.loop.records import Diverged, StepRecord, divergence
-from scenarios.base import Estimate, Machine
+from scenarios.base import Estimate, Machine, host_memory
 
 VOCAB = 64
 CPU_WORLD_MAX = 4        # rank processes of one world on a CPU machine
 GPU_FILL = 0.9           # of a GPU's memory a run may plan to use
-HOST_FILL = 0.5          # of the host's free memory a run may plan to use
+HOST_FILL = 0.5          # of the host's memory (Machine.memory_limit_bytes) a run may plan to use
 # Calibrated on this project's 2-core CPU machine (torch 2.13, gloo), see `estimate`:
 PROCESS_BYTES = 340e6    # peak RSS of a rank process of the tiny model: Python, torch, gloo, the trackers
 TENSOR_FACTOR = 3.0      # peak RSS beyond that, over (fp32 Adam model state + this layer's activations)
@@ -82,17 +82,17 @@ def refusal(config, machine: Machine) -> str | None:
         return (f"world_size={world} on the CPU: at most {CPU_WORLD_MAX} rank processes (this machine has "
                 f"{machine.cpus} cores and {machine.gpus} GPUs); larger worlds need a GPU per rank")
     processes = sum(worlds)
-    need, limit = process_bytes(config) * processes, HOST_FILL * machine.memory_available_bytes
+    need, limit = process_bytes(config) * processes, HOST_FILL * machine.memory_limit_bytes
     if limit and need > limit:
         return (f"{where} needs about {need / GB:.2f} GB ({processes} rank processes of about "
                 f"{process_bytes(config) / GB:.2f} GB each: Python, torch and the trackers, plus {TENSOR_FACTOR:g}× the "
-                f"model state and activations, as measured here), more than the {limit / GB:.2f} GB that may be used "
-                "here (half of what is free); shrink the model, the world or turn off the sweep")
+                f"model state and activations, as measured here), more than {machine.memory_basis(HOST_FILL)}; "
+                "shrink the model, the world or turn off the sweep")
     return None
 
 
 def machine_here(gpu_memory: bool = True) -> Machine:
-    """This process's machine. `EXPLORER_MEMORY_LIMIT_BYTES` stands in for its free host memory
+    """This process's machine. `EXPLORER_MEMORY_LIMIT_BYTES` stands in for its host memory
     and its GPUs' size (tests; a shared server that wants runs smaller). The GPUs' size, not
     their free memory (asking for that would open a CUDA context here), and only when asked
     for (reading it initializes CUDA in this process)."""
@@ -101,9 +101,7 @@ def machine_here(gpu_memory: bool = True) -> Machine:
     limit = float(os.environ.get("EXPLORER_MEMORY_LIMIT_BYTES", 0))
     gpu_bytes = min((torch.cuda.get_device_properties(i).total_memory for i in range(gpus)), default=0) \
         if gpu_memory else 0
-    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return Machine(cpus=os.cpu_count() or 1, gpus=gpus, gpu_memory_bytes=int(limit or gpu_bytes),
-                   memory_available_bytes=int(limit or free))
+    return Machine(cpus=os.cpu_count() or 1, gpus=gpus, gpu_memory_bytes=int(limit or gpu_bytes), **host_memory())
 
 
 def process_bytes(config) -> float:
@@ -170,8 +168,10 @@ def item_of(record: dict):
     return arm, StepRecord(step, {f"rank_{rank}/{key}": float(value) for key, value in metrics.items()})
 
 
-def launched(job: dict, worlds: list[int]) -> Iterator:
-    """The ranks' records as items, with notes while they start and between records."""
+def launched(job: dict, config) -> Iterator:
+    """The ranks' records as items, with notes while they start and between records; the launch's limit
+    follows the estimate (`timeout_for`), so an accepted run is never cut short for being slow."""
+    worlds = worlds_of(config)
     starting = f"starting {sum(worlds)} rank processes"
     return launch_items(job, worlds, item_of, starting=starting, still_starting=starting,
-                        running=f"{sum(worlds)} rank processes running")
+                        running=f"{sum(worlds)} rank processes running", timeout_s=timeout_for(estimate(config).seconds))

@@ -2,7 +2,7 @@
 
 `engines.distributed.shards` records, for the measured step of every rank: each FSDP2 parameter's
 placement and its global and local rows (`rank_R/dtensor/<parameter>/...`), the
-collectives of one step (one more after the last) by kind (`rank_R/collectives/<kind>`, counted with
+collectives of one step (an extra step after the arm's last) by kind (`rank_R/collectives/<kind>`, counted with
 `CommDebugMode`), and the bytes per value of the forward's output, of the parameters the
 optimizer updates and of Adam's moments (`rank_R/precision/...`).
 """
@@ -62,7 +62,7 @@ def dtensor_figure(records: Records, summary: dict) -> go.Figure:
 
 
 def collectives_figure(records: Records, summary: dict) -> go.Figure:
-    """Per arm, the collectives rank 0 issued in one step (one more after the last), by kind."""
+    """Per arm, the collectives rank 0 issued in one step (an extra step after the arm's last), by kind."""
     fig = go.Figure()
     arms = [arm for arm in shown_arms(summary) if records.has("rank_0/collectives/", arm)]
     for i, kind in enumerate(COLLECTIVES):

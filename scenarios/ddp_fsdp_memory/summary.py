@@ -17,9 +17,11 @@ from scenarios.ddp_fsdp_memory.timeline import timeline_of
 from scenarios.records import Records
 
 FP32_ADAM = PRECISIONS["fp32 Adam"]
-# On CUDA the worker reports the allocator's "allocated" (and "reserved") bytes instead of categories.
+# The trackers' categories, on CPU and CUDA alike (they add up to the tracked total).
 CATEGORIES = ["parameters", "gradients", "optimizer state", "activations", "unsharded parameters",
-              "temporaries", "communication buffers", "allocated"]
+              "temporaries", "communication buffers"]
+# On CUDA, beside them: the caching allocator's totals (reserved ⊇ allocated ⊇ the tracked tensors), drawn as lines.
+ALLOCATOR = ["allocated", "reserved"]
 
 
 SHAPE = ("seq_len", "batch", "hidden", "heads", "layers", "vocab")
@@ -35,7 +37,8 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
     measured = sum(values.get(f"rank_0/exact/{k}", 0.0) for k in ("parameters", "gradients", "optimizer state"))
     timeline = timeline_of(values, shape["layers"])
     at = {(r.label, r.category): r.bytes for r in timeline.itertuples()}
-    totals = timeline.groupby("mark")["bytes"].sum() if not timeline.empty else pd.Series(dtype=float)
+    tracked = timeline[timeline["category"].isin(CATEGORIES)]  # not the allocator's totals beside them
+    totals = tracked.groupby("mark")["bytes"].sum() if not tracked.empty else pd.Series(dtype=float)
     unsharded = timeline.loc[timeline["category"] == "unsharded parameters", "bytes"]
     forward_acts = at.get(("model forward end", "activations"))
     return {
@@ -59,6 +62,7 @@ def arm_summary(values: dict[str, float], strategy: str, world: int) -> dict:
         "unit_param_bytes": values.get("rank_0/unit_param_bytes"),
         "timeline_peak_bytes": float(totals.max()) if len(totals) else None,
         "peak_bytes": sum(values.get(f"rank_0/peak/{c}", 0.0) for c in CATEGORIES),
+        "peak_allocated_bytes": values.get("rank_0/peak/allocated"),
         "peak_reserved_bytes": values.get("rank_0/peak/reserved")}
 
 

@@ -68,7 +68,7 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
         marks = table.drop_duplicates("mark")[["mark", "label"]]
         for category in [c for c in categories if c in set(table["category"])]:
             rows = table[table["category"] == category].set_index("mark").reindex(marks["mark"])
-            stacked = category != "reserved"  # CUDA's reserved bytes contain the allocated ones: a line
+            stacked = category not in ("allocated", "reserved")  # CUDA's totals contain the categories: lines
             fig.add_scatter(
                 x=marks["mark"], y=rows["bytes"].fillna(0.0) / 1e6, name=category, legendgroup=category,
                 showlegend=category not in shown, row=row, col=1, customdata=marks["label"],

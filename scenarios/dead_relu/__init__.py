@@ -33,8 +33,9 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
-from scenarios.claims import Computed
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.claims import AtChance, Computed, StayedNear
+from scenarios.cost import logs
 from scenarios.dead_relu.claims import arm_details, arm_summary, born_sentence, dead_claim
 from scenarios.dead_relu.figures import (born_curves_figure, born_dead, born_heatmap_figure, dead_heatmaps_figure,
                                           grad_norm_figure, histograms_figure)
@@ -77,6 +78,8 @@ class DeadReLU(Scenario):
     id = "dead-relu"
     title = "Dead ReLU"
     order = 20
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their activations differ, "
+                 "which is code, not numbers.")
     topic = "Optimization"
     question = "When does a ReLU unit stop learning for good, at birth or in training?"
     terms = {
@@ -109,6 +112,23 @@ class DeadReLU(Scenario):
         "Lu et al. 2019: born dead": {"init": "he", "bias_init": 0.0, "born_dead_widths": "2,3,4,6,8,12,16",
                                       "born_dead_depth": 50, "networks": 1024},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"born_layers": 0.000338, "born_macs": 1.49e-10, "layer_logs": 0.000263, "layer_steps": 0.000172,
+             "macs": 6.25e-11, "steps": 0.00105}
+    timed = ({"networks": 2048, "born_dead_depth": 30, "steps": 50}, {"width": 256, "depth": 3, "steps": 50, "networks": 64},
+             {"steps": 400, "depth": 2, "networks": 64, "born_dead_depth": 10})
+
+    def work(self, config: Config) -> Work:
+        """Three arms full-batch on 256 points (every log: a census and histograms per layer), then every
+        born-dead width's `networks` nets, layer by layer, on 64 probes."""
+        arm_steps, width, depth, widths = 3 * config.steps, config.width, config.depth, widths_of(config)
+        born_macs = config.networks * config.born_dead_depth * 64 * sum(w * w + 2 * w for w in widths)
+        return Work({"steps": arm_steps, "layer_steps": arm_steps * depth,
+                     "macs": arm_steps * 256 * 3 * (9 * width + (depth - 1) * width ** 2),
+                     "layer_logs": 3 * logs(config.steps) * depth,
+                     "born_layers": len(widths) * config.born_dead_depth, "born_macs": born_macs},
+                    floats=3 * depth * (4 * width ** 2 + 4 * 256 * width) + 3 * config.networks * max(widths) * 64)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for
@@ -145,16 +165,21 @@ class DeadReLU(Scenario):
                                                  f"{config.init} init, bias {config.bias_init:g}): ")
         if not trained:
             return Explanation(born) if born else Explanation(waiting="Run to sample born-dead networks and train the three arms.")
-        parts = []
-        for arm in trained:
-            dead = dead_claim(records, arm)
-            parts.append(say("{}: {}, its loss {}", arm, dead, trajectory(records, arm)) if dead else
-                         say("{}: its loss {}", arm, trajectory(records, arm)))
         with_var = next((arm for arm in trained if records.has("constant_loss", arm)), None)
-        if with_var is not None:
-            var = records.first(with_var, "constant_loss")
-            parts.append(say("the best constant output scores {}",
-                             Computed("Var(y) = {}", var, lambda r: r.first(with_var, "constant_loss"))))
+        var = records.first(with_var, "constant_loss") if with_var is not None else None
+        parts, constant = [], []
+        for arm in trained:  # an arm at Var(y) learned nothing, however few of its units died: said so
+            fate = trajectory(records, arm, chance=var, chance_name="Var(y)", level="the constant-output loss")
+            if fate and isinstance(fate[-1], (AtChance, StayedNear)):
+                constant.append(arm)
+            dead = dead_claim(records, arm)
+            parts.append(say("{}: {}, its loss {}", arm, dead, fate) if dead else say("{}: its loss {}", arm, fate))
+        if var is not None:
+            scores = Computed("Var(y) = {}", var, lambda r: r.first(with_var, "constant_loss"))
+            if len(constant) == len(trained):  # then the dead shares below contrast nets that all failed
+                parts.insert(0, say("No arm learned: each ended where a constant output does, {}", scores))
+            else:
+                parts.append(say("the best constant output scores {}", scores))
         details = [sentence for sentence in [*(arm_details(records, arm) for arm in trained), born] if sentence]
         return Explanation(join(*parts), tuple(details))
 

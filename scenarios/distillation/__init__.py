@@ -19,7 +19,9 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
+from scenarios.cost import logs
 from scenarios.claims import DivergedAt
 from scenarios.distillation import figures as look
 from scenarios.distillation.figures import HARD, TEACHER, arm_of, percent
@@ -90,10 +92,24 @@ def student_arm(config: Config, temperature: float | None, built: dict):
                                      log_every_for(config.student_steps, 50))
 
 
+def students_arm(config: Config, built: dict):
+    """Every student as one batched model (engines/supervised/distill_arms.py): the same records as
+    `student_arm` gives each alone, at about the cost of one."""
+    from engines.loop.training import log_every_for
+    from engines.supervised import distill
+    from engines.supervised.distill_arms import train_students
+    temperatures = [None, *temperatures_of(config)]
+    students = [distill.mlp(N_FEATURES, config.student_width, 1, N_CLASSES, seed=config.seed + 20) for _ in temperatures]
+    yield from train_students(arm_names(config), students, built["transfer"], built["test"], temperatures, config.alpha,
+                              config.t_squared, config.lr, config.student_steps, log_every_for(config.student_steps, 50))
+
+
 class Distillation(Scenario):
     id = "distillation-temperature"
     title = "Temperature in distillation"
     order = 60
+    arms_note = ("The students train together as one batched model (one per T and the hard-label arm, stacked): each "
+                 "arm's records are those it gives trained alone, bit for bit. The teacher trains first, alone.")
     topic = "Fine-tuning & compression"
     question = "What does a teacher's temperature-softened output teach a small student that hard labels cannot?"
     terms = {
@@ -105,6 +121,8 @@ class Distillation(Scenario):
         "KL divergence": shown_by("kl", "kl", arm="T=", how="KL(p ‖ q) between soft targets and student, step by step"),
         "Cross-entropy": shown_by("test_loss", "test_loss", how="each student's cross-entropy on the true test labels"),
     }
+    methods = {"Knowledge distillation": shown_by("accuracy_vs_T", "test_accuracy", "teacher/test_accuracy",
+                                                  how="students taught by the teacher's softened outputs")}
     formula = (r"\begin{aligned}L &= \alpha\,T^2\,\mathrm{KL}\big(\mathrm{softmax}(v/T)\,\|\,\mathrm{softmax}(z/T)\big)"
                r" + (1-\alpha)\,\mathrm{CE}(y, z)\\"
                r"\frac{\partial\,\mathrm{KL}}{\partial z_i} &= \frac{q_i - p_i}{T}"
@@ -118,12 +136,49 @@ class Distillation(Scenario):
         "plenty of labels": {"transfer_size": 2000},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"log_macs": 5.58e-10, "student_examples": 1.15e-06, "student_logs": 0.000953,
+             "student_steps": 0.000565, "teacher_macs": 9.02e-11, "teacher_steps": 0.00129}
+    timed = ({"teacher_width": 512, "teacher_steps": 100, "temperatures": "4"},
+             {"transfer_size": 5000, "student_steps": 60, "temperatures": "1,2,4"}, {"student_steps": 400, "temperatures": "1,20"})
+
+    def work(self, config: Config) -> Work:
+        """The teacher (two hidden layers, batches of 256), then each student full-batch on the transfer set,
+        scored on 4000 test examples at every log."""
+        arms, teacher, student = 1 + len(temperatures_of(config)), config.teacher_width, config.student_width
+        steps, logged = arms * config.student_steps, arms * logs(config.student_steps, 50)
+        return Work({"teacher_steps": config.teacher_steps,
+                     "teacher_macs": config.teacher_steps * TEACHER_BATCH * (teacher ** 2 + 26 * teacher),
+                     "student_steps": steps, "student_examples": steps * config.transfer_size,
+                     "student_macs": steps * config.transfer_size * 26 * student,
+                     "student_logs": logged, "log_macs": logged * TEST_SIZE * 26 * student},
+                    floats=4 * teacher ** 2 + TEACHER_BATCH * teacher * 6 + (TEST_SIZE + config.transfer_size) * (
+                        26 + 3 * max(teacher, student)))
+
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """The teacher, then the students: trained together as one batched model, or (`batched=False`,
+        the reference the tests compare with) one after another."""
+        from engines.loop.batched import arm_cost
         built: dict = {}  # the teacher's transfer and test sets, for the students of later phases
         temperatures = temperatures_of(config)
         teacher = Arm(TEACHER, teacher_arm(config, built), config.teacher_steps + 1 + len(temperatures), needed=True)
+        if batched:
+            return in_turn(teacher, Arm("students", students_arm(config, built), config.student_steps,
+                                        arm_cost(len(temperatures) + 1)))
         return in_turn(teacher, *(Arm(arm, student_arm(config, t, built), config.student_steps)
                                   for arm, t in zip(arm_names(config), [None, *temperatures])))
+
+    def batched_bytes(self, config: Config) -> float:
+        """The students as one batched model: K one-layer MLPs (SGD: one momentum slot) and the test pass,
+        or the transfer set's three (objective, soft gradient, its backward), whichever is larger."""
+        weights = arms_memory.linear_weights(N_FEATURES, config.student_width, N_CLASSES)
+        rows = max(TEST_SIZE, 3 * config.transfer_size)
+        return arms_memory.batched_bytes(len(arm_names(config)), weights, 1, rows * (config.student_width + N_CLASSES))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"temperatures={config.temperatures}", len(arm_names(config)),
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

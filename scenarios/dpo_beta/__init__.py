@@ -21,16 +21,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, in_turn, shown_by
+from scenarios.cost import logs
 from scenarios.dpo_beta import figures as look
 from scenarios.dpo_beta.claims import explanation, finished
 from scenarios.dpo_beta.figures import LOG2, arm_of, beta_label, optimum_arm
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named
 
 FRONTIER_BETAS = [10 ** (k / 10) for k in range(-25, 21)]  # 0.003 … 100: the exact curve
 SEQUENCE_COST = 4  # one LM step costs about four tabular steps (weights the progress bar)
+SEQUENCE_WEIGHTS = 3 * 4 * 32 + 2 * 32 + 32 * 4 + 4  # the TinyLM's: prompt, previous, position (6 rows), head
 LEVELS = ("tabular", "sequence")
 Sweep = Literal["0.05,0.1,0.5,1,5", "0.01,0.1,1,10", "0.1,1", "0.02,0.05,0.1,0.2,0.5,1,2,5"]
 
@@ -81,13 +85,30 @@ def optimum_arm_records(config: Config, level: str, built: dict):
 
 
 def beta_arm_records(built: dict, beta: float):
+    """One β arm alone (the sequential path: `batched=False`)."""
     yield from built["level"].records(beta)
+
+
+def beta_arms_records(builts: list[dict], names: list[str], betas: list[float]):
+    """Every β arm of the level, of every seed, as one batched model (engines/rl/dpo_arms.py): the records of
+    each equal its sequential arm's; one step of all costs about one arm's."""
+    from engines.rl.dpo_arms import level_arms
+    yield from level_arms([built["level"] for built in builts for _ in betas], names, betas * len(builts))
+
+
+def named_records(name: str, records):
+    """Records reported under `name` (a seed's π* arm inside a run of several seeds)."""
+    for record in records:
+        yield name, record
 
 
 class DpoBeta(Scenario):
     id = "dpo-beta"
     title = "DPO β"
     order = 70
+    arms_note = ("The β arms of a level train together as one batched model (one policy per β, stacked): each arm's "
+                 "records are those it gives trained alone, bit for bit.")
+    batches_seeds = True  # repeat over seeds: every seed's β arms in the same batched policy
     topic = "Alignment"
     question = "How does β trade reward against drift from the reference policy in DPO?"
     terms = {
@@ -100,6 +121,8 @@ class DpoBeta(Scenario):
         "KL divergence": shown_by("frontier_tabular", "kl", "frontier/kl", arm="tabular",
                                   how="the exact KL(π‖π_ref) on the frontier's x axis"),
     }
+    methods = {"Direct preference optimization": shown_by("loss", "loss", "rewards/margins", arm="β=",
+                                                          how="the pairwise logistic loss on log-probability ratios")}
     formula = (r"\begin{aligned}\mathcal{L} &= -\log\sigma\Big(\beta\Big[\log\tfrac{\pi(y_w)}{\pi_{\mathrm{ref}}(y_w)}"
                r" - \log\tfrac{\pi(y_l)}{\pi_{\mathrm{ref}}(y_l)}\Big]\Big)\\"
                r"\pi^*(y) &\propto \pi_{\mathrm{ref}}(y)\,e^{r(y)/\beta}\qquad \mathcal{L}(\pi_{\mathrm{ref}}) = \log 2"
@@ -114,16 +137,67 @@ class DpoBeta(Scenario):
         "tabular only, to convergence": {"level": "tabular", "tabular_steps": 1000},
     }
 
-    def phases(self, config: Config) -> list[list[Arm]]:
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"run": 0.0185, "sequence_log_pairs": 2.74e-06, "sequence_logs": 0.00679, "sequence_steps": 0.00249,
+             "tabular_log_pairs": 1.93e-07, "tabular_steps": 0.000725}
+    timed = ({"level": "sequence", "sequence_steps": 200, "betas": "0.1,1"}, {"level": "tabular", "tabular_steps": 500},
+             {"pairs": 4096, "sequence_steps": 30, "tabular_steps": 100, "betas": "0.1,1"})
+
+    def work(self, config: Config) -> Work:
+        """Per level, one β arm after another: tabular Adam steps on K logits (every log scores every pair),
+        and steps of the tiny LM on 64 pairs (every log scores every sequence and every pair)."""
+        betas, levels = len(betas_of(config)), levels_of(config)
+        tab = betas * config.tabular_steps if "tabular" in levels else 0
+        seq = betas * config.sequence_steps if "sequence" in levels else 0
+        tab_logs = betas * logs(config.tabular_steps) if tab else 0
+        seq_logs = betas * logs(config.sequence_steps, 25) if seq else 0
+        return Work({"tabular_steps": tab, "tabular_log_pairs": tab_logs * config.pairs, "sequence_steps": seq,
+                     "sequence_logs": seq_logs, "sequence_log_pairs": seq_logs * config.pairs,
+                     "sequence_level": float(bool(seq))},
+                    floats=config.pairs * 64 + 4096 * 16 * 32 * 4)
+
+    def phases(self, config: Config, batched: bool = True) -> list[list[Arm]]:
+        """Per level, π* first (it builds the level), then the β arms: trained together as one batched
+        model, or (`batched=False`, the reference the tests compare with) one after another."""
+        if batched:
+            return self.seed_phases(config, [config.seed])
         phases = []
-        for level in levels_of(config):  # π* first (it builds the level), then one β arm after another
+        for level in levels_of(config):
             built: dict = {}
-            cost = 1 if level == "tabular" else SEQUENCE_COST
-            phases += in_turn(Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
-                                  cost=0.1, needed=True),
-                              *(Arm(arm_of(level, b), beta_arm_records(built, b), steps_of(config, level), cost)
-                                for b in betas_of(config)))
+            optimum = Arm(optimum_arm(level), optimum_arm_records(config, level, built), len(FRONTIER_BETAS),
+                          cost=0.1, needed=True)
+            phases += in_turn(optimum, *(Arm(arm_of(level, b), beta_arm_records(built, b), steps_of(config, level),
+                                             1 if level == "tabular" else SEQUENCE_COST) for b in betas_of(config)))
         return phases
+
+    def seed_phases(self, config: Config, seeds: list[int]) -> list[list[Arm]]:
+        """Per level, every seed's π* (each builds its seed's level), then the β arms of every seed as one model."""
+        from engines.loop.batched import arm_cost
+        phases = []
+        for level in levels_of(config):
+            builts: list[dict] = [{} for _ in seeds]
+            cost, betas = (1 if level == "tabular" else SEQUENCE_COST), betas_of(config)
+            optima = [Arm(name, named_records(name, optimum_arm_records(config.model_copy(update={"seed": seed}), level,
+                                                                        built)), len(FRONTIER_BETAS), cost=0.1, needed=True)
+                      for name, seed, built in zip(named([optimum_arm(level)], seeds), seeds, builts)]
+            names = named([arm_of(level, b) for b in betas], seeds)
+            phases += in_turn(*optima, Arm(f"{level} β arms", beta_arms_records(builts, names, betas),
+                                           steps_of(config, level), cost * arm_cost(len(names))))
+        return phases
+
+    def batched_bytes(self, config: Config) -> float:
+        """The larger level's β arms as one batched model (engines/loop/arms_memory.py). Tabular: K rows of
+        logits (float64) and each pass's (K, pairs) log-probabilities; sequence: K TinyLMs (vocab 4, hidden 32,
+        5 completion tokens: 580 weights) and the pass over every pair's two sequences, 6 positions each."""
+        arms = len(betas_of(config))
+        tabular = arms_memory.batched_bytes(arms, config.responses, 2, 8 * config.pairs, value_bytes=8)
+        sequence = arms_memory.batched_bytes(arms, SEQUENCE_WEIGHTS, 2, 2 * config.pairs * 6 * (32 + 4))
+        return max(tabular if "tabular" in levels_of(config) else 0.0, sequence if "sequence" in levels_of(config) else 0.0)
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"betas={config.betas}", len(betas_of(config)), self.batched_bytes(config),
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         betas = dict.fromkeys(float(b) for sweep in Sweep.__args__ for b in sweep.split(","))

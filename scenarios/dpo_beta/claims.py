@@ -8,6 +8,7 @@ from scenarios.claims import Computed, DivergedAt
 from scenarios.dpo_beta.figures import LOG2, arm_of, beta_label, optimum_arm
 from scenarios.explanation import Explanation, Sentence, join, say
 from scenarios.records import Records
+from scenarios.words import count as counted_noun
 
 Compute = Callable[[Records], float | None]
 
@@ -56,7 +57,7 @@ def trade(records: Records, level: str, done: list[tuple[float, str]], last: int
         return say(f"{level.capitalize()}: {words}", *points)
     steps, arms = len(done) - 1, [arm for _, arm in done]
     count = trade_count(arms, last)(records)
-    span = f"{steps} step{'s' if steps > 1 else ''} down the sweep"
+    span = f"{counted_noun(steps, 'step')} down the sweep"
     text = ("smaller β, more reward and more KL" + (" at each of the {} steps down the sweep" if steps > 1 else "")
             if count == steps else "reward and KL both rose at {} of " + span)
     return say(f"{level.capitalize()}: {{}} — {words}",

@@ -24,12 +24,15 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from engines.loop import arms_memory
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.generalization import figures as look
 from scenarios.generalization.figures import BOTH, DECAY, DROPOUT, MAIN_ARMS, NONE, sweep_label
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named
 
 Sweep = Literal["50,200,1000,5000", "50,100,200,500,1000,2000,5000", "100,1000", "none"]
 DecayKind = Literal["AdamW (decoupled)", "L2 in the loss"]
@@ -51,6 +54,12 @@ class Config(ScenarioConfig):
     sweep: Sweep = Field("50,200,1000,5000", description="Training-set sizes for the gap-vs-n sweep (no regularization).")
 
 
+def regularizers_of(config: Config) -> dict[str, tuple[float, float]]:
+    """Arm -> (dropout p, weight decay λ)."""
+    return {NONE: (0.0, 0.0), DROPOUT: (config.dropout, 0.0), DECAY: (0.0, config.weight_decay),
+            BOTH: (config.dropout, config.weight_decay)}
+
+
 def sweep_of(config: Config) -> dict[int, str]:
     """n -> the arm that trains at n without regularization (the main arm at the config's own n)."""
     sizes = [] if config.sweep == "none" else [int(n) for n in config.sweep.split(",")]
@@ -61,6 +70,10 @@ class Generalization(Scenario):
     id = "generalization"
     title = "Overfitting, early stopping, dropout, weight decay"
     order = 15
+    arms_note = ("The four regularization arms train together as one batched model (per-arm dropout and decay), and "
+                 "the training-set-size sweep as one per batch size: each arm's records are those it gives trained "
+                 "alone, bit for bit.")
+    batches_seeds = True  # repeat over seeds: every seed's arms in the same batched models
     topic = "Generalization"
     question = "When does fitting the training set stop helping, and what do early stopping, dropout and weight decay buy?"
     terms = {
@@ -74,6 +87,12 @@ class Generalization(Scenario):
         "AdamW": shown_by("gap", "gap", arm=DECAY, when={"decay_kind": "AdamW (decoupled)"},
                           how="decoupled decay: p ← p(1 − lr·λ) beside the Adam step"),
         "Cross-entropy": shown_by("loss", "train_loss", "val_loss", how="both curves are cross-entropy in eval mode"),
+    }
+    methods = {
+        "Dropout": shown_by("gap", "gap", "dropout/train_mean", "dropout/eval_mean", arm=DROPOUT,
+                            how="random units zeroed in training: a smaller train/validation gap"),
+        "Cross-entropy loss": shown_by("loss", "train_loss", "val_loss", partial=True,
+                                       how="cross-entropy of a classifier, not of the next token"),
     }
     formula = (r"\begin{aligned}\text{gap} &= L_{\text{val}} - L_{\text{train}}\qquad"
                r"\text{dropout: } \tilde h = \frac{m \odot h}{1-p},\ m_i \sim \text{Bernoulli}(1-p)"
@@ -90,21 +109,78 @@ class Generalization(Scenario):
         "Zhang et al. 2017: random labels": {"label_noise": 0.75},
     }
 
-    def phases(self, config: Config):
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"logs": 0.00182, "macs": 4.38e-11, "steps": 0.00102}
+    timed = ({"width": 256, "steps": 40}, {"n": 2000, "steps": 300, "sweep": "none"}, {"steps": 200, "sweep": "100,1000"})
+
+    def work(self, config: Config) -> Work:
+        """Four regularizer arms (60 logs) and the sweep's arms (10 logs), each step a batch of ≤ 128; every
+        log scores the arm's training set and the 1000 validation examples in eval mode."""
+        sizes = [config.n] * 4 + [n for n, arm in sweep_of(config).items() if arm != NONE]
+        example_macs = config.width ** 2 + 14 * config.width  # 10 → width → width → 4
+        steps, main_logs, sweep_logs = config.steps + 1, logs(config.steps, 60), logs(config.steps, 10)
+        logged = [main_logs] * 4 + [sweep_logs] * (len(sizes) - 4)
+        return Work({"steps": steps * len(sizes), "logs": sum(logged),
+                     "macs": example_macs * sum(3 * steps * min(128, n) + count * (n + 1000)
+                                                for n, count in zip(sizes, logged))},
+                    floats=len(sizes) * 5 * example_macs + (max(sizes) + 2000) * (10 + 2 * config.width))
+
+    def phases(self, config: Config, batched: bool = True):
+        """The four regularization arms, then the training-set-size sweep. The four share their
+        architecture and train as one batched model (`batched=False`: one model each, side by side,
+        the reference the tests compare with); the sweep's arms each have a training set of their own."""
+        if batched:
+            return self.seed_phases(config, [config.seed])
         from engines.loop.training import log_every_for
         from engines.supervised.generalization import NoisyTeacherTask, generalization_arm
-        decoupled = config.decay_kind == "AdamW (decoupled)"
-        setup = dict(width=config.width, decoupled=decoupled, lr=config.lr, steps=config.steps,
-                     patience=config.patience, seed=config.seed)
+        setup = dict(width=config.width, decoupled=config.decay_kind == "AdamW (decoupled)", lr=config.lr,
+                     steps=config.steps, patience=config.patience, seed=config.seed)
         task = NoisyTeacherTask(config.n, config.label_noise, config.seed)
-        regularizers = {NONE: (0.0, 0.0), DROPOUT: (config.dropout, 0.0), DECAY: (0.0, config.weight_decay),
-                        BOTH: (config.dropout, config.weight_decay)}
         main = [Arm(arm, generalization_arm(task, dropout=p, weight_decay=wd, log_every=log_every_for(config.steps, 60),
-                                            **setup), config.steps + 1) for arm, (p, wd) in regularizers.items()]
+                                            **setup), config.steps + 1) for arm, (p, wd) in regularizers_of(config).items()]
         sweep = [Arm(arm, generalization_arm(NoisyTeacherTask(n, config.label_noise, config.seed), dropout=0.0,
                                              weight_decay=0.0, log_every=log_every_for(config.steps, 10), **setup),
                      config.steps + 1, cost=0.7) for n, arm in sweep_of(config).items() if arm != NONE]
         return together(*main) + together(*sweep)
+
+    def seed_phases(self, config: Config, seeds: list[int]):
+        """The batched phases for every seed at once: the four arms of every seed as one model, the sweep's
+        arms of every seed as one model per batch size (a training set smaller than a batch is its own batch)."""
+        from engines.loop.batched import arm_cost
+        from engines.loop.training import log_every_for
+        from engines.supervised.generalization import BATCH, NoisyTeacherTask
+        from engines.supervised.generalization_arms import generalization_arms
+        setup = dict(width=config.width, decoupled=config.decay_kind == "AdamW (decoupled)", lr=config.lr,
+                     steps=config.steps, patience=config.patience)
+        tasks = {seed: NoisyTeacherTask(config.n, config.label_noise, seed) for seed in seeds}
+        regularizers = regularizers_of(config)
+        dropouts, decays = (list(values) * len(seeds) for values in zip(*regularizers.values()))
+        main = Arm("regularization arms", generalization_arms(
+            named(list(regularizers), seeds), [tasks[s] for s in seeds for _ in regularizers], dropouts=dropouts,
+            weight_decays=decays, seed=[s for s in seeds for _ in regularizers], log_every=log_every_for(config.steps, 60),
+            **setup), config.steps + 1, arm_cost(len(dropouts)))
+        by_batch: dict[int, list[int]] = {}
+        for n, arm in sweep_of(config).items():
+            if arm != NONE:
+                by_batch.setdefault(min(n, BATCH), []).append(n)
+        sweep = [Arm(f"n sweep, batch {batch}", generalization_arms(
+            named([sweep_of(config)[n] for n in group], seeds),
+            [NoisyTeacherTask(n, config.label_noise, s) for s in seeds for n in group],
+            dropouts=[0.0] * len(group) * len(seeds), weight_decays=[0.0] * len(group) * len(seeds),
+            seed=[s for s in seeds for _ in group], log_every=log_every_for(config.steps, 10), **setup),
+                     config.steps + 1, cost=0.7 * arm_cost(len(group) * len(seeds))) for batch, group in by_batch.items()]
+        return together(main) + together(*sweep)
+
+    def batched_bytes(self, config: Config) -> float:
+        """The four regularization arms as one batched MLP (10 → width → width → 4, AdamW) and its largest
+        pass: the training set or the 1000 validation examples, two hidden layers and the logits."""
+        weights = arms_memory.linear_weights(10, config.width, config.width, 4)
+        return arms_memory.batched_bytes(len(MAIN_ARMS), weights, 2, max(config.n, 1000) * (2 * config.width + 4))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"width={config.width}, n={config.n}", len(MAIN_ARMS), self.batched_bytes(config),
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         sizes = sorted({int(n) for choice in Sweep.__args__ if choice != "none" for n in choice.split(",")})

@@ -8,6 +8,7 @@ from scenarios.claims import Claim, Computed, Final, Low
 from scenarios.explanation import Sentence, join, say
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
+from scenarios.words import count
 
 NONE, DROPOUT, DECAY, BOTH = "no regularization", "dropout", "weight decay", "dropout + weight decay"
 MAIN_ARMS = [NONE, DROPOUT, DECAY, BOTH]
@@ -109,7 +110,10 @@ def stopping_claims(records: Records, arm: str, end: int) -> list[Claim]:
         claims.append(Computed("stopped at {}", stopped, lambda r: r.at(arm, "early_stop/stopped_at", end),
                                shown=str(int(stopped))))
     best = records.at(arm, "early_stop/best_step", end)
-    claims.append(Computed("restored step {}", best, lambda r: r.at(arm, "early_stop/best_step", end), shown=str(int(best))))
+    # Validation is measured before a step's update: the best step's weights are those before it.
+    words = ("restored the weights before step {}'s update (the last: the final weights are one update later)"
+             if best == end - 1 else "restored the weights before step {}'s update")
+    claims.append(Computed(words, best, lambda r: r.at(arm, "early_stop/best_step", end), shown=str(int(best))))
     for kind, words in (("restored", "test loss {}"), ("final", "{} final")):
         value = records.at(arm, f"{kind}/test_loss", end)
         claims.append(Computed(words, value, lambda r, k=kind: r.at(arm, f"{k}/test_loss", end)))
@@ -122,7 +126,7 @@ def stopping_sentence(records: Records, arms: list[str], end: int, patience: int
     if not parts:
         return None
     joined = join(*parts)
-    return say(f"Early stopping (patience {patience} steps): " + joined.text, *joined.claims)
+    return say(f"Early stopping (patience {count(patience, 'step')}): " + joined.text, *joined.claims)
 
 
 def sweep_sentence(records: Records, points: dict[int, str]) -> Sentence | None:

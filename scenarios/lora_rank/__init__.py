@@ -21,8 +21,9 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from engines.supervised.lora_rules import FULL, AlphaRule, arm_name, comparison_ranks, peft_snippet
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by
+from engines.loop import arms_memory
+from engines.supervised.lora_rules import AlphaRule, FULL, WIDTH, arm_name, comparison_ranks, peft_snippet
+from scenarios.base import Arm, Machine, Scenario, ScenarioConfig, Work, in_turn, shown_by
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.lora_rank.figures import (LEFT, alpha, anywhere, cliff, energy, final_loss_figure, left_claim,
                                           loss_figure, params_figure, per_arm, scale_figure, singular_value_figure,
@@ -66,6 +67,9 @@ class LoraRankSweep(Scenario):
     id = "lora-rank"
     title = "LoRA rank sweep"
     order = 40
+    arms_note = ("The LoRA arms train together as one batched model, every rank padded to the largest with a mask: "
+                 "each arm's records equal peft's arm trained alone to float32 rounding (the padding adds zeros to its "
+                 "sums). The full fine-tune trains first, alone: its shape differs.")
     topic = "Fine-tuning & compression"
     question = "How much LoRA rank does a fine-tune need, and what does extra rank buy?"
     terms = {
@@ -74,11 +78,11 @@ class LoraRankSweep(Scenario):
         "Rank (r)": shown_by("final_loss_vs_rank", LEFT, "rank", arm="r=",
                              how="the loss left falls steeply up to r = k and is flat beyond"),
         "Alpha scaling": shown_by("alpha_scale", "scale", arm="r=", how="peft's s = α/r (or α/√r) read from each arm"),
-        "Low-rank hypothesis": shown_by("full_delta_sv", "delta_sv/", "top_k_energy/", arm=FULL,
-                                        how="the full fine-tune's ΔW has k large singular values, the rest near 0"),
         "Fine-tuning": shown_by("loss", "loss", LEFT, how="every arm starts from the same frozen base and fits the task"),
         "Adam": shown_by("loss", "loss", "lr", how="Adam at one learning rate for every arm"),
     }
+    methods = {"Supervised fine-tuning": shown_by("loss", "loss", partial=True,
+                                                  how="a pretrained base fitted to a new task (a regression, not prompt–response text)")}
     formula = (r"\begin{aligned}h &= W_0 x + s\,B A x,\quad B_{d\times r}=0 \text{ at init},\quad"
                r" s = \alpha/r \ \ (\text{rsLoRA: } \alpha/\sqrt{r})\\"
                r"\phi(A_i, A_j) &= \lVert U_i^{\top} U_j \rVert_F^2 / \min(i, j),\quad"
@@ -93,14 +97,49 @@ class LoraRankSweep(Scenario):
         "a harder task: k = 16": {"k": 16},
     }
 
-    def phases(self, config: Config):
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"arms": 0.00777, "rank_steps": 6.72e-06, "steps": 0.00119}
+    timed = ({"steps": 300, "ranks": "1,2,4,8"}, {"ranks": "8,16,32,64", "target_layers": "fc1", "steps": 250}, {"steps": 100})
+
+    def work(self, config: Config) -> Work:
+        """The full fine-tune, then one peft-wrapped arm per rank, in turn: batches of 128 through the 64-wide
+        base, each adapted layer adding A and B."""
+        arms, targets = 1 + len(ranks_of(config)), len(targets_of(config))
+        steps = arms * config.steps
+        return Work({"arms": arms, "steps": steps, "target_steps": steps * targets,
+                     "rank_steps": config.steps * targets * sum(ranks_of(config))},
+                    floats=2 * 64 * 64 * 4 + 2048 * 64 * 3 + 128 * 64 * 6)
+
+    def phases(self, config: Config, batched: bool = True):
+        """The full fine-tune first (its own shape: it trains W itself), then the LoRA arms: every rank
+        padded to the largest and trained as one batched model (engines/supervised/lora_arms.py), or
+        (`batched=False`, the reference the tests compare with) one peft model after another."""
+        from engines.loop.batched import arm_cost
         from engines.loop.training import log_every_for
         from engines.supervised.lora import Sweep
+        from engines.supervised.lora_arms import rank_arms
         sweep = Sweep(config.k, ranks_of(config), config.seed)  # built by the first arm; shared by all
-        targets, log_every = targets_of(config), log_every_for(config.steps)
+        targets, log_every, ranks = targets_of(config), log_every_for(config.steps), ranks_of(config)
+        if batched:
+            full = Arm(FULL, sweep.arm(None, config.alpha_rule, targets, config.steps, config.lr, log_every),
+                       sweep.items(None, config.steps))
+            return in_turn(full, Arm("LoRA ranks", rank_arms(sweep, ranks, config.alpha_rule, targets, config.steps,
+                                                            config.lr, log_every), config.steps + 2,
+                                     arm_cost(len(ranks))))
         return in_turn(*(Arm(arm_name(rank), sweep.arm(rank, config.alpha_rule, targets, config.steps, config.lr, log_every),
                              sweep.items(rank, config.steps))
                          for rank in (None, *ranks_of(config))))  # the full fine-tune first: no peft import before it
+
+    def batched_bytes(self, config: Config) -> float:
+        """The LoRA arms as one batched model, each padded to the largest rank R: A (R × 64) and B (64 × R)
+        per adapted layer (Adam), and the held-out pass (2048 inputs: per layer its output and A x)."""
+        top, layers = max(ranks_of(config)), len(targets_of(config))
+        return arms_memory.batched_bytes(len(ranks_of(config)), layers * 2 * top * WIDTH, 2, 2048 * 2 * (WIDTH + top))
+
+    def refusal(self, config: Config, machine: Machine) -> str | None:
+        return arms_memory.refusal(f"ranks={config.ranks}", len(ranks_of(config)), self.batched_bytes(config),
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         return [FULL] + [arm_name(r) for r in ALL_RANKS]

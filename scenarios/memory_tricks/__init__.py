@@ -24,17 +24,19 @@ float rounding), and the resumed curve lying inside the uninterrupted one.
 from typing import Literal
 
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
 from scenarios.explanation import Explanation, join, say, trajectory
-from scenarios.memory_tricks import figures as look
+from scenarios.memory_tricks import claims as said, figures as look
 from scenarios.memory_tricks.figures import ACCUMULATION, CHECKPOINTING, RESUMED, UNINTERRUPTED
 from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
+from scenarios.words import count
 
 Dropped = Literal["optimizer state", "scheduler state", "RNG state"]
 PART_OF = {"optimizer state": "optimizer", "scheduler state": "scheduler", "RNG state": "rng"}
+MIN_COMPARED_STEPS = 2  # a loss is taken before its step's update: one step alone shows nothing left out
 
 
 def without(dropped: str) -> str:
@@ -47,13 +49,29 @@ class Config(ScenarioConfig):
     batch: int = Field(64, ge=8, le=256, description="Examples per batch, for checkpointing and for accumulation.")
     timing_repeats: int = Field(5, ge=1, le=20, description="Timed steps per k (the median is drawn).")
     steps: int = Field(200, ge=10, le=2000, description="Adam steps (batch 32, cosine decay) of the checkpoint/resume runs.")
-    resume_fraction: float = Field(0.5, ge=0.05, le=0.95, description="Where the run is saved and resumed, as a share of steps.")
+    resume_fraction: float = Field(0.5, ge=0.05, le=0.95, description="Where the run is saved and resumed, as a share of steps "
+                                 "(at least 2 steps must be left after it).")
     dropped: Dropped = Field("optimizer state", description="What the third run leaves out when it resumes.")
     lr: float = Field(1e-2, ge=1e-4, le=1e-1, json_schema_extra={"scale": "log"}, description="Adam's peak learning rate.")
 
+    @field_validator("resume_fraction")
+    @classmethod
+    def _leaves_steps_to_compare(cls, fraction: float, info: ValidationInfo) -> float:
+        """A missing part shows only in steps after the resume: at least two must be left."""
+        steps = info.data.get("steps")
+        if steps is not None and steps - resume_at(steps, fraction) < MIN_COMPARED_STEPS:
+            at = resume_at(steps, fraction)
+            raise ValueError(f"with steps={steps} the run resumes at step {at} and leaves {count(steps - at, 'step')} to "
+                             f"compare; at least {MIN_COMPARED_STEPS} are needed (lower resume_fraction or raise steps)")
+        return fraction
+
+
+def resume_at(steps: int, fraction: float) -> int:
+    return min(steps - 1, max(1, round(fraction * steps)))
+
 
 def resume_step(config: Config) -> int:
-    return min(config.steps - 1, max(1, round(config.resume_fraction * config.steps)))
+    return resume_at(config.steps, config.resume_fraction)
 
 
 def arm_names(config: Config) -> list[str]:
@@ -93,6 +111,23 @@ class MemoryTricks(Scenario):
         "Chen et al. 2016: 64 layers": {"layers": 64, "width": 64},
     }
 
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"resume_steps": 0.000891, "run": 0.0157, "sweep_layers": 0.000137, "sweep_macs": 1.27e-10,
+             "sweep_steps": 0.00416}
+    timed = ({"layers": 32, "width": 256, "batch": 128, "timing_repeats": 3}, {"steps": 600, "timing_repeats": 1},
+             {"width": 512, "layers": 8, "batch": 256, "timing_repeats": 2, "steps": 50})
+
+    def work(self, config: Config) -> Work:
+        """The checkpointing sweep: for no checkpointing and every divisor k of `layers`, one counted step
+        and `timing_repeats` timed ones through `layers` Linear layers of `width` (k segments recompute
+        forward); the accumulation check; three small runs (every step logged) for the resume."""
+        divisors = sum(config.layers % k == 0 for k in range(1, config.layers + 1))
+        sweep_steps = (divisors + 1) * (config.timing_repeats + 1)
+        return Work({"sweep_steps": sweep_steps, "sweep_layers": sweep_steps * config.layers,
+                     "sweep_macs": sweep_steps * config.layers * config.batch * config.width ** 2,
+                     "resume_steps": 3 * config.steps},
+                    floats=config.layers * (2 * config.width ** 2 + 3 * config.batch * config.width))
+
     def phases(self, config: Config):
         from engines.distributed.activation_memory import accumulation_sweep, checkpoint_sweep
         from engines.distributed.resume import PARTS, resumed, uninterrupted
@@ -115,7 +150,7 @@ class MemoryTricks(Scenario):
         records = Records(frame)
         k, peaks = look.sweep(records, "saved_peak_bytes")
         best = float(k[peaks.argmin()]) if len(k) else None
-        gaps = {arm: look.loss_gap(arm)(records) for arm in arm_names(config)[1:]}
+        gaps = {arm: said.loss_gap(arm)(records) for arm in arm_names(config)[1:]}
         headline = {"peak saved bytes, no checkpointing": look.none_value(records, "saved_peak_bytes"),
                     "peak saved bytes, best k": float(peaks.min()) if len(k) else None,
                     "resumed: largest |Δ loss|": gaps[RESUMED],
@@ -126,9 +161,9 @@ class MemoryTricks(Scenario):
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records = Records(frame)
-        details = [look.contents_sentence(records, RESUMED), look.lr_sentence(records, arm_names(config)),
-                   look.peak_sentence(records, config.layers), look.accumulation_sentence(records)]
-        resumes = [s for arm in arm_names(config)[1:] if (s := look.resume_sentence(records, arm)) is not None]
+        details = [said.contents_sentence(records, RESUMED), said.lr_sentence(records, arm_names(config)),
+                   said.peak_sentence(records, config.layers), said.accumulation_sentence(records)]
+        resumes = [s for arm in arm_names(config)[1:] if (s := said.resume_sentence(records, arm)) is not None]
         if resumes:
             takeaway = join(*resumes)
         elif records.series(UNINTERRUPTED, "loss").size:

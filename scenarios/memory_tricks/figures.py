@@ -1,23 +1,18 @@
-"""Memory tricks, drawn and said: saved bytes and step time against k, accumulated gradients
-against the full batch's, and a resumed run against the one that never stopped."""
+"""Memory tricks, drawn: saved bytes and step time against k, accumulated gradients against the
+full batch's, and a resumed run against the one that never stopped (said in claims.py)."""
 import math
 
 import numpy as np
 import plotly.graph_objects as go
 
-from scenarios.claims import Computed
-from scenarios.explanation import Sentence, say
 from scenarios.plotting import category_color, curves_figure, layout
 from scenarios.records import Records
+from scenarios.words import byte_size
 
 CHECKPOINTING, ACCUMULATION = "activation checkpointing", "gradient accumulation"
 UNINTERRUPTED, RESUMED = "uninterrupted", "resumed from the checkpoint"
 VARIANTS = ("mean loss ÷ K", "mean loss, not ÷ K", "BatchNorm, ÷ K")  # engines.distributed.activation_memory.VARIANTS
 PARTS = ("model", "optimizer", "scheduler", "rng")
-
-
-def kilobytes(value: float) -> str:
-    return f"{value / 1024:,.0f} KiB"
 
 
 def sweep(records: Records, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +47,7 @@ def memory_figure(records: Records, layers: int) -> go.Figure:
         full = none_value(records, metric)
         if full is not None and i == 0:
             fig.add_hline(y=full / 1024, line_dash="dot", line_color="gray", annotation_position="bottom right",
-                          annotation_text=f"no checkpointing: {kilobytes(full)}")
+                          annotation_text=f"no checkpointing: {byte_size(full)}")
     fig.add_vline(x=math.sqrt(layers), line_dash="dash", annotation_text=f"k = √n = {math.sqrt(layers):.3g}",
                   annotation_position="top left")
     segments_axis(fig, sweep(records, "saved_peak_bytes")[0])
@@ -121,90 +116,10 @@ def contents_figure(records: Records, arm: str) -> go.Figure:
         fig.add_bar(x=list(PARTS), y=[s / 1024 for s in sizes], marker_color=[category_color(i) for i in range(4)],
                     name="saved part", hovertemplate="%{x}: %{y:.1f} KiB<extra></extra>")
         total = records.at(arm, "checkpoint_bytes/file", step)
-        fig.update_layout(title_text=f"What the checkpoint holds (file: {kilobytes(total or 0)})")
+        fig.update_layout(title_text=f"What the checkpoint holds (file: {byte_size(total or 0)})")
     return layout(fig, fig.layout.title.text or "What the checkpoint holds", "part (each saved alone)", "KiB")
 
 
-# --- claims -------------------------------------------------------------------------------------
 def resumed_at(records: Records, arm: str) -> int | None:
     series = records.series(arm, "checkpoint_bytes/file")
     return int(series.index[0]) if len(series) else None
-
-
-def loss_gap(arm: str):
-    """records -> max |loss(arm) − loss(uninterrupted)| over the steps both recorded (None: none)."""
-    def compute(records: Records) -> float | None:
-        a, b = records.series(arm, "loss"), records.series(UNINTERRUPTED, "loss")
-        common = a.index.intersection(b.index)
-        return float((a[common] - b[common]).abs().max()) if len(common) else None
-    return compute
-
-
-def compared_steps(arm: str):
-    def compute(records: Records) -> float | None:
-        common = records.series(arm, "loss").index.intersection(records.series(UNINTERRUPTED, "loss").index)
-        return float(len(common)) if len(common) else None
-    return compute
-
-
-def resume_sentence(records: Records, arm: str) -> Sentence | None:
-    gap, count = loss_gap(arm)(records), compared_steps(arm)(records)
-    if gap is None:
-        return None
-    words = "bitwise equal to the uninterrupted loss (largest |Δ| {})" if gap == 0 else \
-        "differs from the uninterrupted loss by up to {}"
-    return say("{}: " + "on {} steps " + words, arm, Computed("{}", count, compared_steps(arm), shown=f"{count:.0f}"),
-               Computed("{}", gap, loss_gap(arm), rel=0.0 if gap == 0 else 1e-9))
-
-
-def peak_sentence(records: Records, layers: int) -> Sentence | None:
-    k, peaks = sweep(records, "saved_peak_bytes")
-    full = none_value(records, "saved_peak_bytes")
-    if not len(k) or full is None:
-        return None
-    best = Computed("smallest at k = {}", float(k[np.argmin(peaks)]),
-                    lambda r: float(sweep(r, "saved_peak_bytes")[0][np.argmin(sweep(r, "saved_peak_bytes")[1])]),
-                    shown=f"{k[np.argmin(peaks)]:.0f}")
-    low = Computed("{}", float(peaks.min()), lambda r: float(sweep(r, "saved_peak_bytes")[1].min()),
-                   shown=kilobytes(peaks.min()))
-    none = Computed("{}", full, lambda r: none_value(r, "saved_peak_bytes"), shown=kilobytes(full))
-    return say(f"Peak bytes saved for backward, {layers} layers: {{}} without checkpointing, {{}} ({{}}; √n = "
-               f"{math.sqrt(layers):.3g})", none, low, best)
-
-
-def accumulation_sentence(records: Records) -> Sentence | None:
-    k = records.values(ACCUMULATION, "micro_batches")
-    if len(k) < 2:
-        return None
-    parts = [Computed(f"{name}: {{}}", value, lambda r, n=name: float(r.values(ACCUMULATION, f"rel_diff/{n}").max()))
-             for name in VARIANTS if (value := float(records.values(ACCUMULATION, f"rel_diff/{name}").max())) is not None]
-    return say(f"Accumulating up to K = {int(k.max())} micro-batches, the largest ‖g_K − g_full‖/‖g_full‖: "
-               + "; ".join(["{}"] * len(parts)), *parts)
-
-
-def contents_sentence(records: Records, arm: str) -> Sentence | None:
-    step = resumed_at(records, arm)
-    if step is None:
-        return None
-    parts = [Computed(f"{name} {{}}", value, lambda r, n=name: r.at(arm, f"checkpoint_bytes/{n}", step),
-                      shown=kilobytes(value)) for name in ("file", *PARTS)
-             if (value := records.at(arm, f"checkpoint_bytes/{name}", step)) is not None]
-    return say(f"The checkpoint saved at step {step}: " + ", ".join(["{}"] * len(parts))
-               + " (each part measured alone; Adam keeps two moments per weight)", *parts)
-
-
-def lr_gap(arm: str):
-    """records -> max |lr(arm) − lr(uninterrupted)| over the steps both recorded."""
-    def compute(records: Records) -> float | None:
-        a, b = records.series(arm, "lr"), records.series(UNINTERRUPTED, "lr")
-        common = a.index.intersection(b.index)
-        return float((a[common] - b[common]).abs().max()) if len(common) else None
-    return compute
-
-
-def lr_sentence(records: Records, arms: list[str]) -> Sentence | None:
-    """How far each resumed run's learning rate strayed (it lives in the optimizer's param_groups and
-    the scheduler's position)."""
-    parts = [Computed(f"{{}} ({arm})", value, lr_gap(arm)) for arm in arms[1:] if (value := lr_gap(arm)(records)) is not None]
-    return say("Largest learning-rate difference from the uninterrupted run after the resume: "
-               + ", ".join(["{}"] * len(parts)), *parts) if parts else None

@@ -24,7 +24,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.mixed_precision import figures as look
 from scenarios.mixed_precision.figures import ROUNDING, SUM, UNDERFLOW, share_claim
@@ -68,6 +69,8 @@ class MixedPrecision(Scenario):
     id = "mixed-precision"
     title = "Mixed precision and master weights"
     order = 85
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their precisions are "
+                 "different code paths (autocast, loss scaling, 16-bit weights).")
     topic = "Distributed"
     question = "What do 16-bit floats lose in training, and how do loss scaling and fp32 master weights win it back?"
     terms = {
@@ -91,6 +94,15 @@ class MixedPrecision(Scenario):
         "gradients fp16 can hold (loss_weight 1)": {"loss_weight": 1.0},
         "Micikevicius et al. 2018 (GradScaler's defaults)": {"growth_interval": 2000, "pure_dtype": "fp16"},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"logs": 0.000296, "run": 0.261, "steps": 0.00171}
+    timed = ({"steps": 200}, {"steps": 100}, {"steps": 150, "pure_dtype": "fp16"})
+
+    def work(self, config: Config) -> Work:
+        """Five precision arms of one small MLP side by side (autocast, scaler, casts), then the format probes."""
+        arms = len(arm_names(config))
+        return Work({"steps": arms * config.steps, "logs": arms * logs(config.steps, 60)}, floats=arms * 4 * 30_000)
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

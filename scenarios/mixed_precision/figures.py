@@ -9,6 +9,7 @@ from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
 from scenarios.plotting import category_color, curves_figure, layout
 from scenarios.records import Records
+from scenarios.words import counted
 
 UNDERFLOW, ROUNDING, SUM = "x rounded to 16 bits", "w + δ in 16 bits", "10⁴ updates of 1e-4"
 FORMATS = ("fp16", "bf16", "fp32")
@@ -198,6 +199,7 @@ def scale_sentence(records: Records, arm: str) -> Sentence | None:
         return None
     scale = Computed("ended at S = {}", records.last(arm, "loss_scale"), lambda r: r.last(arm, "loss_scale"),
                      shown=power(math.log2(records.last(arm, "loss_scale"))))
-    skipped = Computed("after skipping {} steps", records.last(arm, "skipped_steps"), lambda r: r.last(arm, "skipped_steps"),
+    skipped = Computed("after skipping " + counted(records.last(arm, "skipped_steps"), "step"), records.last(arm, "skipped_steps"),
+                       lambda r: r.last(arm, "skipped_steps"),
                        shown=f"{records.last(arm, 'skipped_steps'):.0f}")
     return say(f"GradScaler ({arm}, step {step}): its scale {{}} {{}} whose scaled gradients overflowed to inf", scale, skipped)

@@ -6,8 +6,9 @@ lr < 2/κ = 2/λ_max, and along x, where the curvature is 1, it then crawls at (
 step: the larger the condition number κ, the slower. Momentum keeps a running sum of past
 gradients, v ← βv + g, and steps along it: the zigzag across the steep direction cancels,
 the consistent push along the flat one adds up (Sutskever et al. 2013; Goh 2017). Nesterov
-evaluates the push one step ahead; its stable range is narrower (at β = 0.9 and κ = 100 it
-diverges from lr ≈ 0.0136, heavy-ball momentum not until 0.038). Adam divides a momentum term
+evaluates the push one step ahead; its stable range is narrower: on a quadratic heavy-ball
+momentum is stable while lr·λ_max < 2(1 + β), Nesterov while lr·λ_max < 2(1 + β)/(1 + 2β)
+(at β = 0.9 and κ = 100 Nesterov diverges from lr ≈ 0.0136, heavy ball not until 0.038). Adam divides a momentum term
 by a running RMS of the gradient, so each coordinate gets its own step size; its first step
 is −lr·g/(|g| + ε) ≈ −lr·sign(g), whatever the gradient's size (Kingma & Ba 2015).
 AdamW decouples weight decay: p ← p·(1 − lr·λ) before the Adam step, where Adam + L2 adds λp
@@ -24,12 +25,14 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.optimizers import figures as look
 from scenarios.optimizers.figures import IDLE_ARMS, NET_ARMS, OPTIMIZERS, SURFACE_ARMS, optimizer_of
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
+from scenarios.seeded import named, seed_arm
 
 LOG = {"scale": "log"}
 
@@ -40,7 +43,8 @@ class Config(ScenarioConfig):
     kappa: float = Field(100.0, ge=1.0, le=1000.0, json_schema_extra=LOG,
                          description="Condition number κ = λ_max/λ_min of the quadratic. SGD is stable iff lr < 2/κ.")
     lr: float = Field(0.01, ge=1e-4, le=0.1, json_schema_extra=LOG,
-                      description="SGD, momentum and Nesterov on the surface. Quadratic: the stability edge is 2/κ.")
+                      description="SGD, momentum and Nesterov on the surface. Quadratic: stable below 2/κ (SGD), "
+                                  "2(1 + μ)/κ (momentum), 2(1 + μ)/((1 + 2μ)κ) (Nesterov).")
     momentum: float = Field(0.9, ge=0.1, le=0.99, description="β of SGD + momentum and Nesterov (surface and MLP).")
     adam_lr: float = Field(0.1, ge=1e-3, le=1.0, json_schema_extra=LOG,
                            description="Adam and AdamW on the surface, and on the untouched weight: each step moves ≈ lr.")
@@ -52,10 +56,19 @@ class Config(ScenarioConfig):
     net_steps: int = Field(200, ge=10, le=2000, description="MLP steps (batches of 64 fresh samples, 4 classes).")
 
 
+def each_seed(items, seeds: list[int]):
+    """Records no seed changes, under every seed's arm names (the arms' own names for a single seed)."""
+    for item in items:
+        yield item if item is None or len(seeds) == 1 else [(seed_arm(name, s), record) for s in seeds for name, record in item]
+
+
 class Optimizers(Scenario):
     id = "optimizers"
     title = "Optimizers: SGD, momentum, Adam, AdamW"
     order = 40
+    arms_note = ("Each view's optimizers of one family train together as one batched model with per-arm settings (SGD, "
+                 "momentum and Nesterov; Adam, AdamW and Adam + L2): each arm's records are those torch.optim gives it "
+                 "alone, bit for bit.")
     topic = "Optimization"
     question = "What do momentum, Adam and AdamW change about a gradient step?"
     terms = {
@@ -76,10 +89,13 @@ class Optimizers(Scenario):
         "Optimizer": shown_by("net_loss", "loss", "update_ratio/", arm="MLP",
                               how="five torch.optim optimizers on the same MLP, seed and batches"),
     }
+    methods = {"Adam (optimizer)": shown_by("trajectories", "x", "y", arm="Adam",
+                                            how="momentum over a running RMS: its first step is ≈ lr·sign(g)")}
     formula = (r"\begin{aligned}\text{SGD: } w &\leftarrow w - \eta g &\quad \text{momentum: } v &\leftarrow \beta v + g,"
                r"\ w \leftarrow w - \eta v\\ \text{Adam: } w &\leftarrow w - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)"
                r"&\quad \text{AdamW: } w &\leftarrow w(1-\eta\lambda) - \eta\,\hat m/(\sqrt{\hat v}+\epsilon)\\"
-               r"\text{quadratic: } y_{t+1} &= (1-\eta\kappa)\,y_t &\quad \text{stable} &\iff \eta < 2/\lambda_{\max}"
+               r"\text{quadratic: } y_{t+1} &= (1-\eta\kappa)\,y_t &\quad \text{stable} &\iff \eta\lambda_{\max} < 2,"
+               r"\ 2(1+\beta)\ \text{(momentum)},\ \tfrac{2(1+\beta)}{1+2\beta}\ \text{(Nesterov)}"
                r"\end{aligned}")
     Config = Config
     tiny = {"steps": 10, "net_steps": 10}
@@ -91,10 +107,28 @@ class Optimizers(Scenario):
         "Loshchilov & Hutter 2019: AdamW's decay, λ = 0.5": {"weight_decay": 0.5, "adam_lr": 0.01},
     }
 
-    def phases(self, config: Config):
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"net_logs": 0.000876, "net_steps": 0.00104, "run": 0.00834, "steps": 0.000331}
+    timed = ({"steps": 800, "net_steps": 10}, {"net_steps": 300, "steps": 10}, {"steps": 300, "net_steps": 150})
+
+    def work(self, config: Config) -> Work:
+        """The optimizers on the 2-D surface (every step logged up to 1000) and on an idle weight, side by
+        side; then one small MLP per optimizer on the same batches, probed on logged steps."""
+        steps, surfaces = config.steps, len(SURFACE_ARMS)
+        logged = steps if steps <= 1000 else logs(steps, 1000)
+        return Work({"steps": (surfaces + len(IDLE_ARMS)) * steps, "surface_logs": surfaces * logged,
+                     "net_steps": len(NET_ARMS) * config.net_steps, "net_logs": len(NET_ARMS) * logs(config.net_steps)},
+                    floats=len(NET_ARMS) * 4 * 5000 + (surfaces + len(IDLE_ARMS)) * 8)
+
+    def phases(self, config: Config, batched: bool = True):
+        """The surface and the untouched weight side by side, then the MLP. Each view's arms of one
+        optimizer family (SGD's, Adam's) train as one batched model with per-arm settings; with
+        `batched=False` (the reference the tests compare with) every arm trains alone."""
         from engines.loop.training import log_every_for
         from engines.supervised.optimizers import idle_weight_arm, mlp_arm, surface_arm
         log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
+        if batched:
+            return self.seed_phases(config, [config.seed])
         surface = [Arm(label, surface_arm(kind, config.surface, config.kappa, config.adam_lr if "adam" in kind else
                                           config.lr, config.momentum, config.weight_decay, config.steps, log_every),
                        config.steps, cost=0.3) for label, kind in SURFACE_ARMS.items()]
@@ -104,6 +138,33 @@ class Optimizers(Scenario):
         net = [Arm(label, mlp_arm(kind, config.net_adam_lr if "adam" in kind else config.net_lr, config.momentum,
                                   config.weight_decay, config.net_steps, config.seed), config.net_steps)
                for label, kind in NET_ARMS.items()]
+        return together(*surface, *idle) + together(*net)
+
+    batches_seeds = True  # repeat over seeds: every seed's MLP arms in the same batched models
+
+    def seed_phases(self, config: Config, seeds: list[int]):
+        """The batched phases for every seed at once. The surface and the untouched weight do not depend on
+        the seed: trained once, reported for each seed. The MLP's arms of one family and every seed are one model."""
+        from engines.loop.batched import arm_cost
+        from engines.loop.training import log_every_for
+        from engines.supervised.optimizers_arms import families, idle_weight_arms, mlp_arms, surface_arms
+        log_every = 1 if config.steps <= 1000 else log_every_for(config.steps, 1000)
+
+        def groups(arms: dict[str, str], make, steps: int, cost: float, per_seed: bool) -> list[Arm]:
+            names, kinds = list(arms), list(arms.values())
+            return [Arm(" / ".join(names[i] for i in group), make([names[i] for i in group], [kinds[i] for i in group]),
+                        steps, cost * arm_cost(len(group) * (len(seeds) if per_seed else 1))) for group in families(kinds)]
+        lr_of = lambda kinds: config.adam_lr if "adam" in kinds[0] else config.lr  # noqa: E731  (one family: one rate)
+        surface = groups(SURFACE_ARMS, lambda names, kinds: each_seed(surface_arms(
+            names, kinds, config.surface, config.kappa, lr_of(kinds), config.momentum, config.weight_decay, config.steps,
+            log_every), seeds), config.steps, 0.3, False)
+        idle = groups(IDLE_ARMS, lambda names, kinds: each_seed(idle_weight_arms(
+            names, kinds, config.adam_lr, config.weight_decay, config.steps, log_every_for(config.steps)), seeds),
+            config.steps, 0.2, False)
+        net = groups(NET_ARMS, lambda names, kinds: mlp_arms(
+            named(names, seeds), kinds * len(seeds), config.net_adam_lr if "adam" in kinds[0] else config.net_lr,
+            config.momentum, config.weight_decay, config.net_steps, [s for s in seeds for _ in names]),
+            config.net_steps, 1.0, True)
         return together(*surface, *idle) + together(*net)
 
     def arm_universe(self) -> list[str]:
@@ -135,7 +196,7 @@ class Optimizers(Scenario):
         where = f"the quadratic (κ = {config.kappa:g})" if config.surface == "quadratic" else "Rosenbrock's valley"
         takeaway = join(*(say("On {}, {}: loss {}" if i == 0 else "{}: loss {}", *([where] if i == 0 else []), arm,
                               look.fate(records, arm)) for i, arm in enumerate(surface))) if surface else None
-        details = [look.stability_sentence(records, config.surface), look.adam_sentence(records), look.decay_sentence(records)]
+        details = [look.stability_sentence(records, config.surface, config.momentum), look.adam_sentence(records), look.decay_sentence(records)]
         if net:
             details.append(join(*(say("On the MLP, {}'s loss {}" if i == 0 else "{}'s {}", optimizer_of(arm),
                                       trajectory(records, arm)) for i, arm in enumerate(net))))

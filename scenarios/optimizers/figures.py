@@ -122,15 +122,49 @@ def edge_product(arm: str):
     return compute
 
 
-def stability_sentence(records: Records, surface: str) -> Sentence | None:
-    arm = next((a for a in SGD_FAMILY if edge_product(a)(records) is not None), None)
-    if arm is None:
+# Linear stability on a quadratic with curvature λ at h = lr·λ (torch's SGD: v ← μv + g;
+# heavy ball w ← w − lr·v; Nesterov w ← w − lr·(g + μv)): the largest h that does not grow.
+EDGES = {"SGD": ("2", lambda mu: 2.0), "SGD + momentum": ("2(1 + μ)", lambda mu: 2 * (1 + mu)),
+         "Nesterov": ("2(1 + μ)/(1 + 2μ)", lambda mu: 2 * (1 + mu) / (1 + 2 * mu))}
+
+
+def stability_edge(arm: str, momentum: float) -> float:
+    """The largest lr·λ_max at which `arm` does not grow on a quadratic (momentum μ for the two
+    momentum methods; tests/test_optimizers.py checks each against torch's SGD)."""
+    return EDGES[arm][1](momentum)
+
+
+def side_of(value: float, edge: float) -> str:
+    """"below", "at" (within 1e-9: it neither shrinks nor grows) or "past" the edge."""
+    return "at" if abs(value - edge) <= 1e-9 * edge else "below" if value < edge else "past"
+
+
+def against_edge(arm: str, edge: float, side: str):
+    """records -> the arm's lr·λ_max while it lies on `side` of `edge`, else None."""
+    def compute(records: Records) -> float | None:
+        value = edge_product(arm)(records)
+        return value if value is not None and side_of(value, edge) == side else None
+    return compute
+
+
+def stability_sentence(records: Records, surface: str, momentum: float) -> Sentence | None:
+    arms = [a for a in SGD_FAMILY if edge_product(a)(records) is not None]
+    if not arms:
         return None
-    value = edge_product(arm)(records)
-    edge = "the stability edge of gradient descent on a quadratic is 2" if surface == "quadratic" else \
-        "λ_max at the minimum; along the valley it changes"
-    return say(f"SGD, momentum and Nesterov step with {{}} ({edge})",
-               Computed("lr·λ_max = {}", value, edge_product(arm), shown=f"{value:.3g}"))
+    if surface != "quadratic":
+        value = edge_product(arms[0])(records)
+        return say("SGD, momentum and Nesterov step with {} (λ_max at the minimum; along the valley it changes)",
+                   Computed("lr·λ_max = {}", value, edge_product(arms[0]), shown=f"{value:.3g}"))
+    claims = []
+    for arm in arms:
+        formula, edge = EDGES[arm][0], stability_edge(arm, momentum)
+        value = edge_product(arm)(records)
+        side = side_of(value, edge)
+        named = formula if formula == f"{edge:.3g}" else f"{formula} = {edge:.3g}"
+        claims.append(Computed(f"{arm} {{}}, {side} its edge {named}", value,
+                               against_edge(arm, edge, side), shown=f"{value:.3g}"))
+    return say(f"lr·λ_max against each method's stability edge on a quadratic (μ = {momentum:g}): "
+               + "; ".join(["{}"] * len(claims)), *claims)
 
 
 def first_step(arm: str, coordinate: str):

@@ -26,7 +26,8 @@ import math
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.positions import figures as look
@@ -58,6 +59,8 @@ class Positions(Scenario):
     id = "positions"
     title = "Positional encodings and RoPE"
     order = 36
+    arms_note = ("The arms train side by side as separate models, not as one batched model: their position schemes "
+                 "differ, which is code, not numbers.")
     topic = "Architecture"
     question = "How does attention, blind to order, learn where tokens are, and which encoding carries to longer sequences?"
     terms = {
@@ -79,6 +82,19 @@ class Positions(Scenario):
         "two back, two layers": {"offset": 2, "layers": 2},
         "trained on 4 tokens": {"train_length": 4},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"head_layer_steps": 0.00179, "run": 0.425, "snapshots": 0.000886, "token_layer_steps": 3.59e-05}
+    timed = ({"train_length": 16, "steps": 20}, {"layers": 2, "heads": 4, "steps": 20}, {"train_length": 4, "steps": 80})
+
+    def work(self, config: Config) -> Work:
+        """One arm per encoding side by side, each step 64 sequences of `train_length` through `layers`
+        layers; every log scores 128 held-out sequences, ten of them every length up to 4× (attention maps)."""
+        arms, length, layers = len(SCHEMES), config.train_length, config.layers
+        steps, logged = arms * config.steps, arms * logs(config.steps, 50)
+        return Work({"steps": steps, "token_layer_steps": steps * length * layers, "head_layer_steps": steps * layers * config.heads, "logs": logged,
+                     "token_layer_logs": logged * length * layers, "snapshots": arms * layers * length ** 2},
+                    floats=arms * layers * (4 * 7000 + 64 * length * 24 * 16) + 128 * 64 * 24 * 8)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for

@@ -22,10 +22,11 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, view_field
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, view_field
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors
-from scenarios.quantization.claims import ACC, explanation, summary
+from scenarios.quantization.claims import ACC, FLOAT_ACTIVATIONS, explanation, summary
 from scenarios.quantization.figures import (CHANNEL, TENSOR, histogram_figure, per_layer_figure, qat_figure,
                                              ranges_figure, scale_figure, ste_figure, training_figure, vs_bits_figure)
 from scenarios.records import Records
@@ -81,9 +82,19 @@ def ptq_arms_of(config: Config) -> list[str]:
     return names
 
 
+def weights_only_scheme(config: Config) -> str | None:
+    """With quantized activations, one PTQ scheme (the first per-channel one, else the first) runs once
+    more at the widest bits with float activations: what the weights alone cost, and the activations."""
+    if config.activation_bits == "float":
+        return None
+    names = ptq_arms_of(config)
+    return next((name for name in names if SCHEMES[name][1]), names[0])
+
+
 def arms_of(config: Config) -> list[str]:
     qat = [qat_arm(config)] if QAT_BIT_SETS[config.qat_bits] else []
-    return ["float"] + [ptq_arm(name) for name in ptq_arms_of(config)] + qat
+    alone = [ptq_arm(name) + FLOAT_ACTIVATIONS] if (name := weights_only_scheme(config)) else []
+    return ["float"] + [ptq_arm(name) for name in ptq_arms_of(config)] + alone + qat
 
 
 def activation_bits_for(config: Config, weight_bits: int) -> int | None:
@@ -128,6 +139,23 @@ class Quantization(Scenario):
         "Krishnamoorthi 2018 (int8)": {"bits": "8", "channel_spread": 1.0, "qat_bits": "none"},
     }
 
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"float_macs": 1.67e-10, "float_steps": 0.00111, "ptq_macs": 3.1e-07, "ptq_points": 0.00788,
+             "qat_macs": 2.55e-10, "qat_steps": 0.00339, "run": 0.0485}
+    timed = ({"width": 256, "train_steps": 100, "qat_bits": "2"}, {"qat_steps": 100, "qat_bits": "2,3,4"},
+             {"train_steps": 1000, "qat_bits": "none", "bits": "8"})
+
+    def work(self, config: Config) -> Work:
+        """The float MLP (two hidden layers of `width`, batches of 256), each scheme's PTQ sweep over the bit
+        widths, then each QAT fine-tune through fake-quant."""
+        example_macs = config.width ** 2 + 14 * config.width
+        points = len(ptq_arms_of(config)) * len(BIT_SETS[config.bits])
+        qat_steps = len(QAT_BIT_SETS[config.qat_bits]) * config.qat_steps
+        return Work({"float_steps": config.train_steps, "float_macs": config.train_steps * BATCH * example_macs,
+                     "logs": logs(config.train_steps), "ptq_points": points, "ptq_macs": points * example_macs,
+                     "qat_steps": qat_steps, "qat_macs": qat_steps * BATCH * example_macs},
+                    floats=6 * example_macs + BATCH * config.width * 8 + 4096 * config.width * 2)
+
     def phases(self, config: Config):
         from engines.loop.training import log_every_for
         from engines.numerics.quantization import Scheme
@@ -138,16 +166,20 @@ class Quantization(Scenario):
         float_arm = shared.float_arm(config.train_steps, config.lr, BATCH, log_every_for(config.train_steps),
                                      config.channel_spread, max(1, config.width // 16))
         qat_log_every = log_every_for(config.qat_steps, max_points=50)
+        alone = weights_only_scheme(config)
         # Cost in units of one float step: a PTQ point takes about 10, a QAT step about 3.
         return in_turn(Arm("float", float_arm, config.train_steps + 1, needed=True),
                        *(Arm(ptq_arm(name), shared.ptq_arm(*SCHEMES[name], bits, act), len(bits), cost=10)
                          for name in ptq_arms_of(config)),
+                       *(Arm(ptq_arm(alone) + FLOAT_ACTIVATIONS, shared.ptq_arm(*SCHEMES[alone], bits[-1:], lambda b: None),
+                             1, cost=10) for _ in [alone] if alone),
                        *(Arm(qat_arm(config), shared.qat_arm(Scheme(b, *SCHEMES[config.qat_scheme]), act(b),
                                                              config.qat_steps, config.qat_lr, BATCH, qat_log_every),
                              config.qat_steps + 1, cost=3) for b in QAT_BIT_SETS[config.qat_bits]))
 
     def arm_universe(self) -> list[str]:
-        return ["float"] + [ptq_arm(name) for name in SCHEMES] + [f"QAT {name}" for name in SchemeName.__args__]
+        return (["float"] + [ptq_arm(name) for name in SCHEMES] + [f"QAT {name}" for name in SchemeName.__args__]
+                + [ptq_arm(name) + FLOAT_ACTIVATIONS for name in SCHEMES])
 
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
         return summary(Records(frame), arms_of(config)[1:], [ptq_arm(n) for n in ptq_arms_of(config)],
@@ -155,16 +187,20 @@ class Quantization(Scenario):
 
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         qat = qat_arm(config) if QAT_BIT_SETS[config.qat_bits] else None
+        alone = weights_only_scheme(config)
         return explanation(Records(frame), [ptq_arm(n) for n in ptq_arms_of(config)], qat, ptq_arm(config.qat_scheme),
-                           QAT_BIT_SETS[config.qat_bits], config.inspect_bits, N_CLASSES)
+                           QAT_BIT_SETS[config.qat_bits], config.inspect_bits, N_CLASSES,
+                           ptq_arm(alone) if alone else None, config.activation_bits)
 
     def figures(self, frame: pd.DataFrame, config: Config) -> Figures:
         records, colors = Records(frame), arm_colors(arms_of(config) + [TENSOR, CHANNEL], self.arm_universe())
         ptq = [ptq_arm(name) for name in ptq_arms_of(config)]
         qat = [qat_arm(config)] if QAT_BIT_SETS[config.qat_bits] else []
+        alone = [ptq_arm(name) + FLOAT_ACTIVATIONS] if (name := weights_only_scheme(config)) else []
         return Figures({  # the float model trains first, most of a run: its curve leads, so the page is live at once
             "float_training": lambda: training_figure(records, colors),
-            "accuracy_vs_bits": lambda: vs_bits_figure(records, colors, ptq + qat, ACC, config.activation_bits, N_CLASSES),
+            "accuracy_vs_bits": lambda: vs_bits_figure(records, colors, ptq + alone + qat, ACC, config.activation_bits,
+                                                       N_CLASSES),
             "channel_ranges": lambda: ranges_figure(records, colors, config.inspect_bits),
             "weight_histogram": lambda: histogram_figure(records, colors, config.inspect_layer, config.inspect_bits),
             "scale_zero_point": lambda: scale_figure(records, colors, ptq, config.inspect_layer),

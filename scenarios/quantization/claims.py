@@ -15,6 +15,7 @@ from scenarios.records import Records
 
 WITHIN = 0.01  # "within 1 point of float": test accuracy at most this far below the float model's
 ACC = "test/accuracy"
+FLOAT_ACTIVATIONS = " · float activations"  # a PTQ arm's scheme again at its widest bits, inputs left in float
 Compute = Callable[[Records], float | None]
 
 
@@ -114,7 +115,8 @@ def sentence(template: str, parts: list) -> Sentence | None:
 
 # --- the explanation ------------------------------------------------------------------------
 def explanation(records: Records, ptq: list[str], qat: str | None, qat_ptq: str, qat_bits: list[int],
-                inspect_bits: int, n_classes: int) -> Explanation:
+                inspect_bits: int, n_classes: int, weights_only: str | None = None,
+                activation_bits: str = "float") -> Explanation:
     reference = claim("{}", float_accuracy, records, pct)
     if reference is None:
         if not records.has("loss", "float"):
@@ -134,12 +136,43 @@ def explanation(records: Records, ptq: list[str], qat: str | None, qat_ptq: str,
     details = [
         sentence(f"At {bits} weight bits test accuracy: {{}} (chance {1 / n_classes:.0%})",
                  [claim(f"{arm} {{}}", accuracy_at(arm, bits), records, pct) for arm in ptq]) if bits else None,
+        activations(records, weights_only, activation_bits) if weights_only else None,
         channels(records, inspect_bits),
         sqnr(records, ptq),
         qat_sentence(records, qat, qat_ptq, qat_bits) if qat else None,
         straight_through(records, qat) if qat else None,
     ]
     return Explanation(takeaway, tuple(d for d in details if d is not None))
+
+
+def activation_cost(arm: str, bits: int) -> Compute:
+    """records -> accuracy with float activations minus with quantized ones, same weights and bits,
+    while it is at least WITHIN (then the quantized activations cost a point or more)."""
+    def compute(records: Records) -> float | None:
+        alone, both = records.at(arm + FLOAT_ACTIVATIONS, ACC, bits), records.at(arm, ACC, bits)
+        return None if None in (alone, both) or alone - both < WITHIN else alone - both
+    return compute
+
+
+def activations(records: Records, arm: str, activation_bits: str) -> Sentence | None:
+    """At the widest bits: the PTQ arm with its inputs quantized per tensor, and the same weights with
+    float inputs; where that costs a point or more, said as the activations' cost."""
+    series = records.series(arm + FLOAT_ACTIVATIONS, ACC)
+    if series.empty:
+        return None
+    bits = int(series.index[-1])
+    act_bits = bits if activation_bits == "same as weights" else int(activation_bits)
+    both, alone = claim("{}", accuracy_at(arm, bits), records, pct), claim("{}", accuracy_at(arm + FLOAT_ACTIVATIONS, bits),
+                                                                          records, pct)
+    cost = claim("{}", activation_cost(arm, bits), records, lambda v: f"{100 * v:.1f}")
+    if both is None or alone is None:
+        return None
+    text = (f"At {bits} weight bits, {arm} scores {{}} with each layer's input quantized per tensor at {act_bits} bits "
+            "and {} with float inputs")
+    if cost is None:
+        return say(text + ".", both, alone)
+    return say(text + ": the per-tensor activations, not the weights, cost {} points (activation_bits = float "
+               "shows the weights alone).", both, alone, cost)
 
 
 def channels(records: Records, bits: int) -> Sentence | None:

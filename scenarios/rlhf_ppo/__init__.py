@@ -22,7 +22,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures
 from scenarios.records import Records
@@ -108,6 +108,8 @@ class RlhfPpo(Scenario):
         "DPO": shown_by("frontier", "rewards/margins", "true_reward", arm="DPO",
                         how="DPO on the same pairs at the same β: no reward model, no sampling"),
     }
+    methods = {"Reinforcement learning from human feedback": shown_by(
+        "frontier", "kl", "true_reward", "rm_reward", arm="PPO", how="a reward model fitted to preferences, then PPO against it")}
     formula = (r"\begin{aligned}\mathcal{L}_{\mathrm{RM}} &= -\log\sigma\big(r_\phi(y_w) - r_\phi(y_l)\big)\qquad"
                r"R = r_\phi(x,y) - \beta\log\tfrac{\pi_{\mathrm{old}}(y|x)}{\pi_{\mathrm{ref}}(y|x)}\qquad"
                r"A_i = R_i - \tfrac{1}{G-1}\textstyle\sum_{j\neq i}R_j\\"
@@ -124,6 +126,24 @@ class RlhfPpo(Scenario):
                                                                      "beta": 0.1, "lr": 0.1, "steps": 400},
         "Ouyang et al. 2022 (InstructGPT: β = 0.02)": {"beta": 0.02},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"logs": 0.00787, "reward_pair_steps": 4.59e-07, "reward_steps": 0.0013, "run": 0.0472,
+             "samples": 6.43e-06, "steps": 0.00216, "tabular_steps": 0.000814}
+    timed = ({"steps": 250, "ppo_epochs": 2}, {"reward_steps": 500, "pairs": 2048, "steps": 40},
+             {"level": "tabular", "steps": 800, "reward_steps": 500})
+
+    def work(self, config: Config) -> Work:
+        """The reward model full-batch on the pairs, then PPO (a rollout of 16 prompts × `group` every
+        `ppo_epochs` updates) and DPO (64 pairs a step) side by side, each scored at about 50 logs."""
+        logged = 2 * -(-config.steps // policy_log_every(config))
+        samples = -(-config.steps // config.ppo_epochs) * PROMPTS_PER_ROLLOUT * config.group
+        sequence = config.level == "sequence"  # the tabular level costs little but its steps
+        return Work({"tabular_steps": 0 if sequence else config.reward_steps + 2 * config.steps + logged,
+                     "reward_steps": sequence * config.reward_steps, "reward_pair_steps": sequence * config.reward_steps * config.pairs,
+                     "steps": sequence * 2 * config.steps,
+                     "samples": sequence * samples, "logs": sequence * logged},
+                    floats=config.pairs * 64 * 4 + sequence * 4096 * 16 * 32 * 4)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         built: dict = {}

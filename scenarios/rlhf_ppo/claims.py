@@ -9,7 +9,10 @@ from scenarios.records import Records
 
 Compute = Callable[[Records], float | None]
 POLICIES = ("PPO", "DPO")
+OPTIMIZES_RM = ("PPO",)  # DPO trains on the pairs: over-optimizing the reward model cannot be its cause
 RM = "reward model"
+CHANCE_ACCURACY = 0.5    # a reward model that orders held-out pairs no better than a coin
+MIN_RISE = 0.1           # a "peak": the true reward rose at least this share of the way to π*'s
 
 
 def last_of(arm: str, metric: str) -> Compute:
@@ -64,13 +67,22 @@ def reward_model(records: Records) -> Sentence | None:
     if step is None or None in (loss, accuracy, ece):
         return None
     text = (f"Reward model (step {step}; Bradley–Terry NLL {{}} on its pairs): it orders {{}} of held-out pairs as the "
-            "true reward does, with calibration error {}")
+            "true reward does" + (" — no better than chance (50%)" if accuracy.value <= CHANCE_ACCURACY else "")
+            + ", with calibration error {}")
+    if accuracy.value <= CHANCE_ACCURACY:  # re-checked: the words "no better than chance" hold only there
+        accuracy = Computed("{}", accuracy.value, at_most_chance, shown=accuracy.shown)
     claims = [loss, accuracy, ece]
     aims = [number(records, first_of("π*", m)) for m in ("rm_optimum/true_reward", "rm_optimum/kl")]
     if None not in aims:
         text += "; its own optimum π_ref·exp(r_φ/β), where PPO heads, earns E[r] {} at KL {}"
         claims += aims
     return say(text + ".", *claims)
+
+
+def at_most_chance(records: Records) -> float | None:
+    """records -> the reward model's held-out accuracy while it is at or below chance, else None."""
+    accuracy = records.last(RM, "heldout/accuracy")
+    return accuracy if accuracy is not None and accuracy <= CHANCE_ACCURACY else None
 
 
 def gain_lost(arm: str, peak_step: int) -> Compute:
@@ -82,6 +94,19 @@ def gain_lost(arm: str, peak_step: int) -> Compute:
     return compute
 
 
+def rise_share(arm: str, peak_step: int) -> Compute:
+    """records -> the true reward's rise to the peak as a share of π*'s gain (E_π*[r] − the first
+    logged value), while it is at least MIN_RISE: a rise worth calling a peak, not a blip."""
+    def compute(records: Records) -> float | None:
+        first, peak = records.first(arm, "true_reward"), records.at(arm, "true_reward", peak_step)
+        optimum = records.first("π*", "optimum/true_reward")
+        if None in (first, peak, optimum) or optimum <= first:
+            return None
+        share = (peak - first) / (optimum - first)
+        return share if share >= MIN_RISE else None
+    return compute
+
+
 def rm_change(arm: str, peak_step: int) -> Compute:
     def compute(records: Records) -> float | None:
         at_peak, last = records.at(arm, "rm_reward", peak_step), records.last(arm, "rm_reward")
@@ -90,17 +115,22 @@ def rm_change(arm: str, peak_step: int) -> Compute:
 
 
 def over_optimization(records: Records, arm: str) -> Sentence | None:
-    """Where the run shows it: the true reward peaked before the end and gave back at least
-    GAVE_BACK of its rise, while the reward model's reward went up over the same steps."""
+    """Only for an arm that optimizes the reward model (PPO; DPO never sees it), and only where the
+    run shows it: the true reward rose at least MIN_RISE of the way to π*'s, peaked before the end,
+    gave back at least GAVE_BACK of its rise, while the reward model's reward went up."""
     true = records.series(arm, "true_reward")
-    if len(true) < 3:
+    if arm not in OPTIMIZES_RM or len(true) < 3:
         return None
-    peak_step, last_step = int(true.idxmax()), int(true.index[-1])
+    first_step, peak_step, last_step = int(true.index[0]), int(true.idxmax()), int(true.index[-1])
     lost, rose = gain_lost(arm, peak_step)(records), rm_change(arm, peak_step)(records)
-    if peak_step == last_step or lost is None or lost < GAVE_BACK or rose is None or rose <= 0:
+    share = rise_share(arm, peak_step)(records)
+    if peak_step == last_step or share is None or lost is None or lost < GAVE_BACK or rose is None or rose <= 0:
         return None
-    return say(f"{arm}: the true reward {{}}, then {{}}, losing {{}} of its gain, while the reward model's reward rose "
-               f"{{}} from step {peak_step} — reward over-optimization (Gao et al. 2022).",
+    losing = "losing {} of its gain" if lost <= 1 else "losing all its gain and more ({} of it)"
+    return say(f"{arm}: from step {first_step} the true reward rose {{}} of the way to π*'s, {{}}, then {{}}, {losing}, "
+               f"while the reward model's reward rose {{}} from step {peak_step} — reward over-optimization "
+               "(Gao et al. 2022).",
+               Computed("{}", share, rise_share(arm, peak_step), shown=percent(share)),
                Peak(arm, "true_reward", peak_step, float(true.max())),
                Final(arm, "true_reward", last_step, float(true.iloc[-1])),
                Computed("{}", lost, gain_lost(arm, peak_step), shown=percent(lost)),

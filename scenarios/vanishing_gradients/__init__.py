@@ -17,7 +17,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Estimate, Scenario, ScenarioConfig, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation, join, say, trajectory
 from scenarios.gradients import first_over_last, gradient_claims, layer_heatmap_figure, per_layer_factor
 from scenarios.plotting import Figures, arm_colors, curves_figure, profile_figure
@@ -76,19 +77,11 @@ def train_arm(config: Config, log_every: int):
                               n_classes=N_CLASSES, batch=BATCH, log_every=log_every)
 
 
-# s/step of an arm: k0 + k1·depth + k2·depth·width², k3·depth per logged step (bench/calibrate.py, 2026-12-01).
-STEP_S, DEPTH_S, WORK_S, PROBE_S = 1.25e-3, 1.6e-5, 2.27e-8, 4.46e-4
-
-
-def arm_seconds(depth: int, width: int, steps: int) -> float:
-    logs = -(-steps // max(1, -(-steps // 100)))  # the arm logs every ceil(steps / 100) steps
-    return steps * (STEP_S + DEPTH_S * depth + WORK_S * depth * width ** 2) + logs * PROBE_S * depth
-
-
 class VanishingGradients(Scenario):
     id = "vanishing-gradients"
     title = "Vanishing gradients"
     order = 10
+    arms_note = "The arms train as separate models, not one batched model: activations, inits, norms and residuals are code."
     topic = "Core mechanics"
     question = "Why do deep sigmoid networks stop learning, and what fixes it?"
     terms = {
@@ -97,12 +90,11 @@ class VanishingGradients(Scenario):
         "Backpropagation": shown_by("backprop_profile", "out_grad/", how="‖∂L/∂a‖ at every layer's output, step by step"),
         "Chain rule": shown_by("backprop_profile", "out_grad/", how="one factor f'·√(n·Var W) per layer, multiplied"),
         "Initialization": shown_by("grad_profile", "grad_norm/", how="PyTorch's default against He init, same net"),
-        "Residual (skip) connection": shown_by("loss", "loss", arm="residual", when={"contrast": "residual"},
-                                               how="the residual arm's gradient reaches layer 1"),
+        "Residual (skip) connection": shown_by("backprop_profile", "out_grad/", arm="residual", when={"contrast": "residual"},
+                                               how="the residual arm's back-propagated gradient reaches layer 1"),
         "Layer normalization": shown_by("loss", "loss", arm="layer norm", when={"contrast": "layer norm"}),
         "Batch normalization": shown_by("loss", "loss", arm="batch norm", when={"contrast": "batch norm"}),
         "Forward pass": shown_by("activation_std", "act_std/", how="the spread of each layer's output"),
-        "Loss function": shown_by("loss", "loss", how="cross-entropy against chance, ln 2"),
         "SGD": shown_by("loss", "loss", "lr", how="plain SGD steps: the raw gradient sizes move the weights"),
     }
     formula = (r"\begin{aligned}\frac{\partial L}{\partial h_{1}} &= \Big(\prod_{l=2}^{L} W_l^{\top}\,"
@@ -119,12 +111,19 @@ class VanishingGradients(Scenario):
     }
 
     def phases(self, config: Config):
-        steps = config.steps
-        log_every = max(1, math.ceil(steps / 100))
+        steps, log_every = config.steps, max(1, math.ceil(config.steps / 100))
         return together(*(Arm(name, train_arm(arm, log_every), steps) for name, arm in arms_of(config).items()))
 
-    def estimate(self, config: Config) -> Estimate:
-        return Estimate(len(arms_of(config)) * arm_seconds(config.depth, config.width, config.steps))
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"layer_logs": 0.000259, "layer_steps": 4.72e-05, "macs": 1.01e-10, "steps": 0.00108}
+    timed = ({"depth": 30, "steps": 60}, {"width": 256, "depth": 4, "steps": 100}, {"steps": 400, "contrast": "none"})
+
+    def work(self, config: Config) -> Work:
+        arms, depth, width = len(arms_of(config)), config.depth, config.width
+        steps = arms * config.steps  # every step: forward, backward, the probes' hooks, one optimizer step
+        return Work({"steps": steps, "layer_steps": steps * depth, "macs": steps * BATCH * depth * width ** 2,
+                     "layer_logs": arms * logs(config.steps) * depth},
+                    floats=arms * depth * (4 * width ** 2 + 3 * BATCH * width))
 
     def arm_universe(self) -> list[str]:
         default = Config()

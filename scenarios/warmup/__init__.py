@@ -31,7 +31,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, shown_by, together
+from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together
+from scenarios.cost import logs
 from scenarios.claims import AT_CHANCE
 from scenarios.explanation import Explanation, join, say
 from scenarios.plotting import Figures, arm_colors
@@ -87,6 +88,8 @@ class Warmup(Scenario):
     id = "warmup"
     title = "Learning-rate warmup"
     order = 30
+    arms_note = ("The arms train side by side as separate models, not as one batched model: they differ in norm "
+                 "placement, optimizer or schedule, which is code, not numbers.")
     topic = "Optimization"
     question = "Why does a Post-LN Transformer need learning-rate warmup when a Pre-LN one does not?"
     terms = {
@@ -120,6 +123,19 @@ class Warmup(Scenario):
         "AdamW": {"optimizer": "adamw"},
         "6 blocks, 200 steps (Xiong et al. style)": {"layers": 6, "steps": 200, "warmup_steps": 100, "lr": 2e-2},
     }
+
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
+    rates = {"layer_logs": 0.000347, "layer_steps": 0.00224, "run": 0.0749, "steps": 0.00169}
+    timed = ({"layers": 8, "steps": 25}, {"steps": 150, "layers": 2, "contrast": "none"}, {"layers": 1, "steps": 150})
+
+    def work(self, config: Config) -> Work:
+        """Two or three arms side by side, each step a batch of 32 sequences of 8 through `layers` blocks
+        of width 32 (the block probe on logged steps)."""
+        arms = len(arms_of(config))
+        steps = arms * config.steps
+        return Work({"steps": steps, "layer_steps": steps * config.layers,
+                     "layer_logs": arms * logs(config.steps) * config.layers},
+                    floats=arms * config.layers * (4 * 13_000 + 32 * LENGTH * 32 * 12))
 
     def phases(self, config: Config):
         from engines.loop.training import log_every_for

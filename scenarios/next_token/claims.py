@@ -1,0 +1,97 @@
+"""What the next-token page says, each number a claim its records prove (re-derived when checked)."""
+from collections.abc import Callable
+
+from scenarios.claims import Above, Computed, Low, fmt
+from scenarios.explanation import Sentence, say
+from scenarios.next_token.figures import (BI_P, BI_T, MODES, PROSE, PROSE_FACTS, SOURCE, SS, TEMPERATURE_PREFIX, TF,
+                                          UNI_P, UNI_T, exposure_profile, quarter_median, temperatures)
+from scenarios.recorded import recorded
+from scenarios.records import Records
+
+
+def derived(records: Records, text: str, compute: Callable[[Records], float | None],
+            shown: Callable[[float], str] = fmt) -> Computed | None:
+    value = compute(records)
+    return None if value is None else Computed(text, value, compute, shown=shown(value))
+
+
+def floor_sentence(records: Records) -> Sentence | None:
+    """Held-out loss of the teacher-forced model against the exact floor and the counted baselines."""
+    floor = records.first(SOURCE, "entropy_rate")
+    final = recorded(records, TF, "heldout_nats")
+    if floor is None or final is None:
+        return None
+    step = records.last_step(TF, "heldout_nats")
+    rate = recorded(records, SOURCE, "entropy_rate")
+    gap = derived(records, "{}", lambda r: (r.at(TF, "heldout_nats", step) or 0) - r.first(SOURCE, "entropy_rate"))
+    above = Above(TF, "heldout_nats", floor, None, name="the floor")
+    if above.holds(records):
+        where = above
+    else:
+        series = records.series(TF, "heldout_nats")
+        where = Low(TF, "heldout_nats", int(series.idxmin()), float(series.min()), "but its held-out loss")
+    baselines = [recorded(records, arm, "heldout_nats") for arm in (BI_T, UNI_T)]
+    if None in baselines:
+        return say("Topic lines: held-out loss {} nats per token at step " + str(step) + ", {} above the exact "
+                   "entropy rate {}; it {}.", final, gap, rate, where)
+    return say("Topic lines: held-out loss {} nats per token at step " + str(step) + ", {} above the exact entropy "
+               "rate {}; it {}; counting gives bigram {} and unigram {}.", final, gap, rate, where, *baselines)
+
+
+def exposure_claims(records: Records, arm: str) -> list[Computed] | None:
+    """Error on the first and last quarter of positions, true prefix then own samples."""
+    parts = []
+    for mode in MODES:
+        for last in (False, True):
+            parts.append(derived(records, "{}", lambda r, m=mode, e=last: quarter_median(exposure_profile(r, arm, m), e)))
+    return None if None in parts else parts
+
+
+def exposure_sentence(records: Records) -> Sentence | None:
+    parts = exposure_claims(records, TF)
+    if parts is None:
+        return None
+    positions = sorted(exposure_profile(records, TF, "teacher_forced"))
+    return say(f"Probability put on tokens the source forbids (median over the first, then the last quarter of "
+               f"positions {positions[0]}–{positions[-1]} of a line): fed the true line {{}} → {{}}; running on its own "
+               "samples {} → {} (teacher forcing trained it on true prefixes only).", *parts)
+
+
+def scheduled_sentence(records: Records) -> Sentence | None:
+    parts = exposure_claims(records, SS)
+    loss = recorded(records, SS, "heldout_nats")
+    share = recorded(records, SS, "own_share")
+    if parts is None or loss is None or share is None:
+        return None
+    return say("Scheduled sampling (own samples in up to {} of the inputs by its last step): held-out loss {} nats; "
+               "error fed the true line {} → {}, on its own samples {} → {}.", share, loss, *parts)
+
+
+def prose_sentence(records: Records) -> Sentence | None:
+    size = recorded(records, PROSE_FACTS, "prose_bytes", shown=lambda v: f"{v:,.0f}")
+    digest = recorded(records, PROSE_FACTS, "prose_hash48", shown=lambda v: f"{int(v):012x}")
+    values = [recorded(records, PROSE, unit) for unit in ("heldout_bpb", "heldout_nats", "heldout_ppl")]
+    per_byte = recorded(records, PROSE_FACTS, "tokens_per_byte")
+    if None in (size, digest, per_byte) or None in values:
+        return None
+    baselines = [recorded(records, arm, "heldout_bpb") for arm in (BI_P, UNI_P)]
+    text = ("Prose ({} bytes of standard-library docstrings, sha256 {}…): held-out {} bits per byte ({} nats per "
+            "token at {} tokens per byte, perplexity {})")
+    if None in baselines:
+        return say(text + ".", size, digest, *values[:2], per_byte, values[2])
+    return say(text + "; counted bigram {}, unigram {} bits per byte.", size, digest, *values[:2], per_byte, values[2],
+               *baselines)
+
+
+def temperature_sentence(records: Records) -> Sentence | None:
+    found = temperatures(records, TF)
+    if not found:
+        return None
+    picks = [found[0], 1.0, found[-1]] if 1.0 in found else [found[0], found[-1]]
+    entropy = [recorded(records, TF, f"{TEMPERATURE_PREFIX}{t:.2f}", text=f"{{}} at T={t:g}") for t in picks]
+    forbidden = [recorded(records, TF, f"sampling/forbidden/T_{t:.2f}", text=f"{{}} at T={t:g}") for t in picks]
+    if None in entropy or None in forbidden:
+        return None
+    slots = ", ".join(["{}"] * len(picks))
+    return say(f"Sampling the same prompts: entropy of each draw {slots} nats per token; share of drawn tokens the "
+               f"source forbids {slots}.", *entropy, *forbidden)
