@@ -265,7 +265,7 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
     """Workers that die before they are ready (here: a bad EXPLORER_TORCH_THREADS) are not
     restarted in a loop; the pool keeps the reason, a run submitted then fails with it, and the
     line beside Run says it instead of "Starting the workers" for ever."""
-    from explorer.page.scenario_page import run_note
+    from explorer.page.run_note import run_note
     pool = WorkerPool(size=1, env={"EXPLORER_TORCH_THREADS": "many"})
     try:
         wait_until(lambda: pool.failure() is not None, "the pool to give up")

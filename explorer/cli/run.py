@@ -7,10 +7,7 @@ its current step through the sink's `stop_requested` (a second Ctrl-C quits at o
 stopped run is stored as such and the command exits 130.
 """
 import argparse
-import json
-import os
 import signal
-import stat
 import sys
 import tempfile
 import threading
@@ -19,11 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from explorer.cli.config_file import ConfigFileError, read_config_file
 from explorer.plaintext import cut, one_line, terminal_text
 
 USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
 FIGURE_FORMATS = ("html", "png", "svg")
-CONFIG_MAX_BYTES = 1_000_000  # a config.json is a few hundred bytes; a file past this is not one
 
 
 class UsageError(ValueError):
@@ -123,45 +120,6 @@ def check_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def config_bytes(text: str) -> bytes:
-    """A regular file's bytes, at most CONFIG_MAX_BYTES. Opened without blocking and checked before
-    reading: a FIFO would wait for a writer for ever, /dev/zero never ends, a folder has no bytes."""
-    try:
-        descriptor = os.open(text, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
-            raise UsageError(f"--config {cut(text)!r} is {kind}, not a file; give the config.json that run --out writes")
-        with os.fdopen(descriptor, "rb", closefd=False) as file:
-            data = file.read(CONFIG_MAX_BYTES + 1)
-    finally:
-        os.close(descriptor)
-    if len(data) > CONFIG_MAX_BYTES:
-        raise UsageError(f"--config {cut(text)!r} is larger than {CONFIG_MAX_BYTES:,} bytes; a config is a few hundred")
-    return data
-
-
-def read_config_file(text: str) -> dict[str, Any]:
-    """The settings in a JSON file: the `config.json` that `run --out` writes (an object)."""
-    try:
-        data = json.loads(config_bytes(text).decode("utf-8"))
-    except OSError as error:
-        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {cut(text)!r} is not UTF-8 text") from None
-    except json.JSONDecodeError as error:
-        raise UsageError(f"--config {cut(text)!r} is not JSON: {error.msg} at line {error.lineno}") from None
-    except RecursionError:
-        raise UsageError(f"--config {cut(text)!r} is nested too deeply to be a config") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--config {cut(text)!r} holds a JSON {type(data).__name__}; a config is an object of "
-                         "settings (the config.json that run --out writes)")
-    return data
-
-
 def checked_out(text: str | None) -> Path | None:
     """The `--out` folder, refused before training when it cannot be written."""
     if text is None:
@@ -200,7 +158,10 @@ def scenario_named(scenario_id: str, runnable: bool = True):
 def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
     """`--config`'s settings, then `--set`'s. A config.json that `--out` wrote names its scenario:
     another scenario's is refused, not half-applied."""
-    values = read_config_file(args.config) if args.config else {}
+    try:
+        values = read_config_file(args.config) if args.config else {}
+    except ConfigFileError as error:
+        raise UsageError(str(error)) from None
     named = values.pop("scenario", scenario_id)
     if named != scenario_id:
         raise UsageError(f"--config {cut(args.config)!r} holds the settings of {cut(str(named))!r}, not of {scenario_id!r}")

@@ -16,14 +16,14 @@ from typing import Any
 import streamlit as st
 
 from explorer.page import url
-from explorer.page.autorun import (Pending, asking, asks_first, estimate_note, follow_settings, large, pending_key,
-                                   run_estimate)
+from explorer.page.autorun import Pending, asks_first, follow_settings, large, pending_key, run_estimate
 from explorer.page.compare_panel import compare_panel, selected_overlays
 from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown
 from explorer.page.export_panel import export_panel
 from explorer.page.glossary_page import term_links
 from explorer.page.session import (backend_caption, run_store, session_id, start_or_load, stored_handle, use_local_pool,
                                    warm_figures, worker_pool)
+from explorer.page.run_note import run_note
 from explorer.page.share import MAX_SEEDS
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
@@ -198,30 +198,6 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
     return config, refusal
 
 
-def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
-             repeat: int, auto: bool, no_workers: str | None = None, estimate=None, ray: bool = False) -> str | None:
-    """One line beside Run: why it is off, what a large run costs (and that Run asks first), that the
-    settings moved on, or what the run would cost. `no_workers`: why no worker could start (the backend's
-    failure), when none could; `ray`: runs go to Ray."""
-    if problem:
-        return "Run is off: " + ("these settings are not valid" if config is None else
-                                 "this machine cannot run these settings") + " (see under the settings)."
-    if no_workers:
-        return "Run is off: " + ("the Ray cluster cannot be used." if ray else "no worker process could start on this server.")
-    if machine is None:
-        return "Connecting to the Ray cluster and warming its workers…" if ray else "Starting the workers (importing torch)…"
-    if too_large and asking(scenario, config, repeat):
-        return too_large + " Press Run again to start it."
-    if too_large:
-        return too_large + (" Auto-run waits for you: press Run" if auto else " Press Run") + ", then Run again, to start it."
-    moved = handle is not None and config is not None and (
-        scenario.key_of(handle.config) != scenario.key_of(config) or _seed_count(handle) != repeat)
-    said = f" {estimate_note(estimate, repeat)}" if estimate is not None else ""
-    if moved:
-        return "Settings changed since this run started." + ("" if auto else " Press Run to run them." + said)
-    return (said.strip() or None) if handle is None else None
-
-
 def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
     """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
     pool = worker_pool()
@@ -267,10 +243,6 @@ def seed_controls(scenario: Scenario) -> tuple[int, str]:
                         help="min–max: the figure drawn from the smallest and largest value over seeds at "
                              "every point; mean ± std: from the mean minus and plus one standard deviation.")
     return int(repeat), band
-
-
-def _seed_count(handle: RunHandle | SeedGroup) -> int:
-    return len(handle.seeds) if isinstance(handle, SeedGroup) else 1
 
 
 def preset_values(scenario: Scenario, name: str) -> dict[str, Any]:
