@@ -123,6 +123,7 @@ class Scenario:
     listed: ClassVar[bool] = True            # False: registered (its runs are drawn and explained) but trained
                                              # elsewhere, so not in the gallery, `list` or `run` (scenarios/watched/)
     rates: ClassVar[dict[str, float]] = {}   # seconds per unit of each `work` term here (bench/estimates.py fits them)
+    rates_reference: ClassVar[float] = 0.0   # engines.loop.runtime.reference_cpu_seconds() when they were fitted
     timed: ClassVar[tuple[dict[str, Any], ...]] = ()  # three configs (≲ 2 s each) the estimate is held to, within 2×
     arms_note: ClassVar[str] = ""             # how the arms train: as one batched model, or one model each and why
     batches_seeds: ClassVar[bool] = False     # `seed_phases` trains several seeds as one run (scenarios/seeded.py)
