@@ -8,7 +8,9 @@ run), then every calibration config — `tiny`, the three `timed`, the defaults 
 below — `--repeat` times, keeping the least CPU seconds (this process's and its children's: with one
 intra-op thread, as a worker trains, a run's CPU seconds are its wall seconds on a quiet machine, and
 this machine is shared). Fits the rates by non-negative least squares on the relative error and
-prints them, to paste into the scenario with the date, and each config's measured seconds beside the
+prints them, to paste into the scenario with the date and `rates_reference` (the CPU seconds of
+engines.loop.runtime's reference workload, measured beside the runs: tests/test_estimates.py scales
+an estimate by the machine's speed then and now), and each config's measured seconds beside the
 current estimate and the fitted one. `--large` adds the `LARGE` configs (tens of seconds: does the fit
 carry to big settings?) to the table without fitting on them; `--memory` runs the config estimated to
 hold the most again in a fresh process and prints its peak RSS growth beside the estimate's bytes. The distributed scenarios keep
@@ -28,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engines.loop.runtime import configure  # noqa: E402
+from engines.loop.runtime import configure, reference_cpu_seconds  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 from scenarios.base import Estimate  # noqa: E402
 from scenarios.cost import price  # noqa: E402
@@ -151,6 +153,7 @@ def peak_growth_bytes(scenario_id: str, overrides: dict) -> float:
 def report(scenario, repeat: int, memory: bool, large: bool) -> None:
     configs = calibration_configs(scenario)
     scenario.run(scenario.tiny)  # untimed: imports and first calls
+    reference = reference_cpu_seconds()  # measured beside the runs: the same machine, the same load
     rows = []
     for overrides in configs + (LARGE.get(scenario.id, []) if large else []):
         cpu, wall = measure(scenario, overrides, 1 if overrides in LARGE.get(scenario.id, []) else repeat)
@@ -163,6 +166,7 @@ def report(scenario, repeat: int, memory: bool, large: bool) -> None:
     print(f"\n== {scenario.id}")
     if fitted:
         print("    rates = {" + ", ".join(f'"{k}": {v:.3g}' for k, v in fitted.items()) + "}")
+        print(f"    rates_reference = {reference:.4f}  # the machine's reference workload, CPU s, as they were fitted")
     print(f"    {'cpu s':>7} {'wall s':>7} {'est s':>7} {'ratio':>6} {'fit s':>7} {'ratio':>6}"
           + ("   peak MB   est MB" if memory else "") + "  config")
     for overrides, cpu, wall in rows:

@@ -100,6 +100,9 @@ class NextToken(Scenario):
                r"\text{perplexity} &= e^{L},\qquad \text{bits per byte} = \frac{L}{\ln 2}\cdot\frac{\text{tokens}}{\text{bytes}}"
                r"\qquad \text{sampling: } p_T(x) \propto e^{z_x/T}\end{aligned}")
     Config = Config
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"prose_vocab": 0.000673, "run": 0.186, "token_steps": 0.000154}
+    rates_reference = 0.1372  # the reference workload's CPU s beside the fit
     tiny = {"steps": 20, "line_length": 8, "context": 16, "prose_vocab": 256}
     timed = ({"steps": 60, "context": 32}, {"steps": 40, "context": 64, "prose_vocab": 1024}, {"steps": 100, "context": 8, "line_length": 8})
     tiny_space = {"prose_vocab": [256], "context": [8, 16], "line_length": [4, 8]}

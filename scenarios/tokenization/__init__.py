@@ -82,6 +82,9 @@ class Tokenization(Scenario):
                r"\quad(k\text{-th merge})\\ \text{bits per byte} &= \frac{L_{\text{nats/token}}}{\ln 2}\cdot"
                r"\frac{\text{tokens}}{\text{bytes}},\qquad C \approx 6\,N\,D\ \text{(training FLOPs)}\end{aligned}")
     Config = Config
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"lm_budget_steps": 0.00433, "merges": 0.000148, "prose_kib": 0.00219, "run": 0.292}
+    rates_reference = 0.1371  # the reference workload's CPU s beside the fit
     tiny = {"vocab_size": 320, "prose_kib": 16, "budget_steps": 10}
     timed = ({"prose_kib": 32, "vocab_size": 1024, "budget_steps": 40}, {"prose_kib": 64, "vocab_size": 512, "budget_steps": 100},
              {"prose_kib": 16, "vocab_size": 1024, "budget_steps": 20})
