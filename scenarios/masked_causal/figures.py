@@ -130,6 +130,6 @@ def neighbours_figure(records: Records, countries: int) -> go.Figure:
                         texttemplate="%{text}<br>%{z:.2f}", colorscale="Blues", zmin=0, zmax=1,
                         colorbar=dict(title="cosine"), hovertemplate="%{y} → %{text}<br>cosine %{z:.3f}<extra></extra>")
     layout(fig, "Nearest neighbours (cosine of w + c)", "rank", "word")
-    # explicit ranges: the page redraws a chart in place, and an axis first drawn empty kept its old range
+    # category axes with explicit ranges: drawn so on the page (the first version, numeric autorange reversed, was not)
     fig.update_xaxes(type="category", range=[-0.5, max(len(ranks), 1) - 0.5])
     return fig.update_yaxes(type="category", range=[-0.5, max(len(probes), 1) - 0.5])
