@@ -164,7 +164,8 @@ def sgns_records(arm: SGNSArm) -> Iterator[StepRecord | Diverged | None]:
     def measure(step: int) -> dict[str, float]:
         dots = model.dots().double()[frequent]
         hits = analogy_hits(model.embedding(), questions).numpy()
-        values = {"analogy/accuracy": float(hits.mean()), "analogy/accuracy_words": float(analogy_hits(model.words.weight, questions).float().mean()),
+        words_only = analogy_hits(model.words.weight, questions).float().mean()
+        values = {"analogy/accuracy": float(hits.mean()), "analogy/accuracy_words": float(words_only),
                   "identity/mean_gap": float((dots - target).abs().mean())}
         if dots.std() > 0:  # at the start every context vector is 0: no correlation to speak of
             values.update({"identity/correlation": _pearson(dots, target), "identity/correlation_plain": _pearson(dots, plain)})
