@@ -6,8 +6,8 @@ word2vec; #(c) the context's count among the pairs), SGNS minimizes
 
     −ln σ(w·c) − Σ_{i=1..k} ln σ(−w·n_i)
 
-Its expected loss is a sum over (w, c) of #(w,c)·ln σ(−x)… whose minimum in x = w·c, one pair at a time,
-is (Levy & Goldberg 2014)
+Summed over the corpus its expected loss is −Σ_{w,c} [#(w,c)·ln σ(x) + k·#(w)·P_n(c)·ln σ(−x)] with
+x = w·c; minimized one pair at a time (Levy & Goldberg 2014), σ(x) = #(w,c) / (#(w,c) + k·#(w)·P_n(c)), so
 
     w·c = ln( #(w,c) / (#(w) · k · P_n(c)) )  =  PMI(w, c) − ln k          (α = 1)
 
@@ -17,10 +17,10 @@ approach it; on frequent pairs it does. `shifted_pmi` is that target, counted ex
 
 The model trains through the shared loop (`engines.loop.training.train`): Adam on random mini-batches
 of pairs, the learning rate decayed linearly to 0 (as word2vec decays its rate) so the sampling noise
-dies out. At each log: the analogy accuracy (3CosAdd: the word nearest b − a + c, cosine, a, b and c
-excluded; `analogy/accuracy` and per relation `analogy/<x>_<y>`), and on frequent pairs the Pearson
+dies out. At each log: the analogy accuracy on w + c (3CosAdd: the word nearest b − a + c, cosine, a, b, c
+excluded; `analogy/accuracy`, per relation `analogy/<x>_<y>`, on w alone `analogy/accuracy_words`), and on frequent pairs the Pearson
 correlation of w·c with the target (`identity/correlation`; `identity/correlation_plain` against
-PMI − ln k whatever α) and their mean gap. At the last: every frequent pair's w·c and target, the
+PMI − ln k whatever α) and their mean gap. At the last: every frequent pair's w·c, the
 nearest neighbours of the first countries and capitals, and the country and capital vectors on
 their first two principal components.
 """
