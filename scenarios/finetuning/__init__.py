@@ -61,7 +61,7 @@ class Config(ScenarioConfig):
                       description="Peak AdamW rate of stages 1 and 2 (stage 2: the top group's, slanted triangle).")
     classifier_lr: float = Field(1e-2, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"},
                                  description="η_L: the classifier's top-group peak rate.")
-    sft_lr: float = Field(3e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="SFT's AdamW rate.")
+    sft_lr: float = Field(6e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="SFT's AdamW rate.")
 
     @model_validator(mode="after")
     def _fits(self) -> "Config":
