@@ -6,14 +6,15 @@ Every example is one line of bytes: an instruction, then its response,
 
 the prompt up to and including "→ ", the response after it, ended by a newline (the model must
 also learn to stop). Inputs are strings over the first `letters` letters, 2 … `length` long.
-A quarter of the input strings (the same ones under every task) are held out: the held-out
-instructions are inputs the model never trained on, under any task. Rows are padded with byte
+A quarter of the input strings (at most 200; the same ones under every task) are held out, and at
+most 5,000 of the rest are trained on: the held-out instructions are inputs the model never trained
+on, under any task. Rows are padded with byte
 0 (never in any text), which no loss counts.
 
 SFT is next-token training on these rows, with one of two targets (Wei et al. 2022; Ouyang et
 al. 2022): the loss on the response tokens only (the prompt's targets ignored: the common
-choice), or on every token, prompt included (random input letters add an irreducible ln(letters)
-per input byte, and their gradient competes with the response's).
+choice), or on every token, prompt included (random input letters add about ln(letters) nats
+per input byte that no model can remove, and their gradient competes with the response's).
 
 Instruction-following accuracy is exact match. Greedy decoding reproduces a response exactly
 iff, fed the true response so far, the model's argmax is the true next byte at every response
@@ -34,7 +35,7 @@ from engines.sequence.lm import IGNORE
 TASKS = ("reverse", "sort", "count")
 ARROW = " → "
 PAD = 0
-HELD_OUT_SHARE = 0.25
+HELD_OUT_SHARE, HELD_OUT_MOST, TRAIN_MOST = 0.25, 200, 5000
 MIN_LENGTH = 2
 
 
@@ -59,10 +60,11 @@ def inputs_count(letters: int, length: int) -> int:
 
 
 def split_counts(letters: int, length: int) -> tuple[int, int]:
-    """(training inputs, held-out inputs) per task."""
+    """(training inputs, held-out inputs) per task: a quarter held out, at most HELD_OUT_MOST; at most
+    TRAIN_MOST of the rest train (more than SFT's steps ever read)."""
     total = inputs_count(letters, length)
-    held = max(1, round(HELD_OUT_SHARE * total))
-    return total - held, held
+    held = min(HELD_OUT_MOST, max(1, round(HELD_OUT_SHARE * total)))
+    return min(TRAIN_MOST, total - held), held
 
 
 def row_bytes(length: int) -> int:
@@ -94,14 +96,12 @@ class InstructionSet:
 
 
 def encode(pairs: list[tuple[str, str]], width: int) -> InstructionSet:
-    rows = torch.full((len(pairs), width), PAD, dtype=torch.long)
-    starts, lengths = [], []
-    for i, (task, text) in enumerate(pairs):
-        prompt, response = example(task, text)
-        line = prompt + response
-        rows[i, : len(line)] = torch.tensor(list(line))
-        starts.append(len(prompt)), lengths.append(len(line))
-    return InstructionSet(rows, torch.tensor(starts), torch.tensor(lengths), tuple(task for task, _ in pairs))
+    lines = [example(task, text) for task, text in pairs]
+    padded = b"".join((prompt + response).ljust(width, bytes([PAD])) for prompt, response in lines)
+    rows = torch.from_numpy(np.frombuffer(padded, dtype=np.uint8).reshape(len(pairs), width).astype(np.int64))
+    starts = torch.tensor([len(prompt) for prompt, _ in lines])
+    lengths = torch.tensor([len(prompt) + len(response) for prompt, response in lines])
+    return InstructionSet(rows, starts, lengths, tuple(task for task, _ in pairs))
 
 
 def instruction_sets(tasks: tuple[str, ...], letters: int, length: int, seed: int) -> tuple[InstructionSet, InstructionSet]:
@@ -112,10 +112,10 @@ def instruction_sets(tasks: tuple[str, ...], letters: int, length: int, seed: in
     alphabet = "abcdefgh"[:letters]
     strings = ["".join(p) for k in range(MIN_LENGTH, length + 1) for p in itertools.product(alphabet, repeat=k)]
     order = np.random.default_rng(seed).permutation(len(strings))
-    held = set(order[: split_counts(letters, length)[1]].tolist())
+    trained, held = split_counts(letters, length)
     width = row_bytes(length)
-    train = [(task, s) for i, s in enumerate(strings) if i not in held for task in tasks]
-    held_out = [(task, s) for i, s in enumerate(strings) if i in held for task in tasks]
+    train = [(task, strings[i]) for i in np.sort(order[held: held + trained]) for task in tasks]
+    held_out = [(task, strings[i]) for i in np.sort(order[:held]) for task in tasks]
     return encode(train, width), encode(held_out, width)
 
 

@@ -129,7 +129,8 @@ def sft_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                                 showlegend=metric == "instruction_accuracy", line=dict(color=colors.get(arm), dash=dash),
                                 hovertemplate=f"{arm}<br>{metric}<br>step %{{x}}<br>%{{y:.3g}}<extra></extra>", row=1, col=col)
     fig.update_xaxes(title_text="SFT step")
-    fig.update_yaxes(tickformat=".0%", col=1)
+    fig.update_yaxes(tickformat=".0%", title_text="exact match", col=1)
+    fig.update_yaxes(title_text="nats per byte", col=2)
     fig.update_layout(title="SFT: what each loss trains", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return full_width(fig)
 
@@ -143,5 +144,5 @@ def forgetting_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     fig = go.Figure(go.Bar(x=[b[1] for b in bars], y=[b[0] for b in bars], orientation="h",
                            marker_color=[b[2] for b in bars], text=[f"{b[1]:.3g}" for b in bars], textposition="auto",
                            hovertemplate="%{y}<br>%{x:.4g} bits per byte<extra></extra>"))
-    layout(fig, "Forgetting: the prose's held-out loss after each stage", "held-out bits per byte of the prose", "")
+    layout(fig, "Forgetting: the prose's held-out loss after each stage", "held-out bits per byte of the prose", "model")
     return fig.update_yaxes(autorange="reversed").update_layout(margin=dict(l=260))
