@@ -1,6 +1,8 @@
 """Pretraining, then fine-tuning, drawn: the stages' held-out loss, classifier accuracy against labelled
 examples, ULMFiT's learning rate per layer group, instruction accuracy before and after SFT, and what
 fine-tuning cost the prose."""
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -33,7 +35,7 @@ def groups_of(records: Records, arm: str) -> list[int]:
 
 
 # --- figures ----------------------------------------------------------------------------------------
-def labels_figure(records: Records, colors: dict[str, str], chance: float) -> go.Figure:
+def labels_figure(records: Records, colors: dict[str, str], chance: float, counts: list[int]) -> go.Figure:
     fig = go.Figure()
     for start, name in STARTS.items():
         arms = classifier_arms(records, start)
@@ -47,8 +49,9 @@ def labels_figure(records: Records, colors: dict[str, str], chance: float) -> go
                   annotation_position="bottom right")
     layout(fig, "Which topic wrote a line: held-out accuracy against labelled examples", "labelled lines (log scale)",
            "held-out accuracy (last step)")
-    fig.update_xaxes(type="log")
-    return fig.update_yaxes(tickformat=".0%")
+    fig.update_xaxes(type="log", range=[math.log10(min(counts) / 1.3), math.log10(max(counts) * 1.3)],
+                     tickvals=counts, ticktext=[str(n) for n in counts])
+    return fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
 
 
 def stages_figure(records: Records, colors: dict[str, str], pretrain_steps: int) -> go.Figure:
@@ -78,20 +81,19 @@ def schedule_figure(records: Records, arm: str | None) -> go.Figure:
             fig.add_scatter(x=series.index, y=[v if v > 0 else None for v in series.to_numpy()], mode="lines+markers",
                             name=f"{level}: {name}", marker=dict(size=3),
                             hovertemplate=f"{name}<br>step %{{x}}<br>lr %{{y:.3g}}<extra></extra>")
-    layout(fig, f"ULMFiT's rates per layer group{f' ({arm})' if arm else ''}: η_l = η_L/2.6^(L−l) × slanted triangle, "
-           "gradual unfreezing", "classifier step", "learning rate (log scale; none while frozen)", log_y=True)
-    return fig
+    layout(fig, f"ULMFiT's learning rate per layer group{f' ({arm})' if arm else ''}", "classifier step",
+           "learning rate (log scale; none while frozen)", log_y=True)
+    return fig.update_layout(legend_title_text="layer group")
 
 
-def curves_by_start(records: Records, colors: dict[str, str], labels: int | None) -> go.Figure:
+def curves_by_start(records: Records, colors: dict[str, str], labels: int) -> go.Figure:
     fig = go.Figure()
     for start, name in STARTS.items():
-        arm = classifier_arms(records, start).get(labels) if labels is not None else None
-        if arm is not None:
-            add_curve(fig, records, arm, "heldout_accuracy", arm, colors.get(name))
+        add_curve(fig, records, classifier_label(start, labels), "heldout_accuracy", classifier_label(start, labels),
+                  colors.get(name))
     layout(fig, f"Held-out accuracy while the classifiers train ({labels} labelled lines)", "classifier step",
            "held-out accuracy")
-    return fig.update_yaxes(tickformat=".0%")
+    return fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
 
 
 def tasks_of(records: Records, arm: str) -> list[str]:
@@ -145,4 +147,4 @@ def forgetting_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                            marker_color=[b[2] for b in bars], text=[f"{b[1]:.3g}" for b in bars], textposition="auto",
                            hovertemplate="%{y}<br>%{x:.4g} bits per byte<extra></extra>"))
     layout(fig, "Forgetting: the prose's held-out loss after each stage", "held-out bits per byte of the prose", "model")
-    return fig.update_yaxes(autorange="reversed").update_layout(margin=dict(l=260))
+    return fig.update_yaxes(type="category", autorange="reversed").update_layout(margin=dict(l=260))
