@@ -42,7 +42,7 @@ from engines.sequence.text import prose
 
 CONTEXT, D_MODEL, LAYERS, HEADS = 32, 32, 2, 2
 LM_BATCH, CLASSIFIER_BATCH, SFT_BATCH = 16, 32, 32
-EVAL_WINDOWS, TEST_LINES, DOMAIN_LINES, LINE_WORDS = 32, 512, 3000, 16
+EVAL_WINDOWS, TEST_LINES, DOMAIN_LINES, LINE_SYMBOLS = 32, 512, 3000, 16
 CLUE = 2  # the classifier reads a line's first CLUE symbols
 BETAS = (0.9, 0.95)
 
@@ -105,9 +105,9 @@ def symbol_lines(topics: int, per_topic: int, branching: int, lines: int, length
 
 @functools.lru_cache(maxsize=4)
 def domain(topics: int, branching: int, per_topic: int, pool_size: int, seed: int) -> Domain:
-    """Unlabelled train and held-out lines of LINE_WORDS symbols, the labelled pool and the test lines
+    """Unlabelled train and held-out lines of LINE_SYMBOLS symbols, the labelled pool and the test lines
     (their first CLUE symbols), four samples seeded apart from one table."""
-    draws = [symbol_lines(topics, per_topic, branching, n, LINE_WORDS, seed * 4 + k, seed)
+    draws = [symbol_lines(topics, per_topic, branching, n, LINE_SYMBOLS, seed * 4 + k, seed)
              for k, n in enumerate((DOMAIN_LINES, 200, pool_size, TEST_LINES))]
     train_text, held_text = ("\n".join(texts) for texts, _ in draws[:2])
     return Domain(byte_ids(train_text), evaluation_windows(byte_ids(held_text), CONTEXT, EVAL_WINDOWS),
