@@ -8,7 +8,9 @@ run), then every calibration config — `tiny`, the three `timed`, the defaults 
 below — `--repeat` times, keeping the least CPU seconds (this process's and its children's: with one
 intra-op thread, as a worker trains, a run's CPU seconds are its wall seconds on a quiet machine, and
 this machine is shared). Fits the rates by non-negative least squares on the relative error and
-prints them, to paste into the scenario with the date, and each config's measured seconds beside the
+prints them, to paste into the scenario with the date and `rates_reference` (the CPU seconds of
+engines.loop.runtime's reference workload, measured beside the runs: tests/test_estimates.py scales
+an estimate by the machine's speed then and now), and each config's measured seconds beside the
 current estimate and the fitted one. `--large` adds the `LARGE` configs (tens of seconds: does the fit
 carry to big settings?) to the table without fitting on them; `--memory` runs the config estimated to
 hold the most again in a fresh process and prints its peak RSS growth beside the estimate's bytes. The distributed scenarios keep
@@ -28,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engines.loop.runtime import configure  # noqa: E402
+from engines.loop.runtime import configure, reference_cpu_seconds  # noqa: E402
 from scenarios import all_scenarios, get_scenario  # noqa: E402
 from scenarios.base import Estimate  # noqa: E402
 from scenarios.cost import price  # noqa: E402
@@ -77,6 +79,10 @@ EXTRA: dict[str, list[dict]] = {
     "dpo-beta": [{"level": "sequence", "pairs": 4096, "sequence_steps": 50, "betas": "0.1,1"},
                  {"level": "tabular", "tabular_steps": 300, "pairs": 4096, "labels": "hard"},
                  {"level": "sequence", "sequence_steps": 25, "betas": "0.02,0.05,0.1,0.2,0.5,1,2,5"}],
+    "tokenization": [{"prose_kib": 256, "vocab_size": 4096, "budget_steps": 10},
+                     {"prose_kib": 16, "vocab_size": 256, "budget_steps": 300}, {"prose_kib": 128, "vocab_size": 512, "budget_steps": 10}],
+    "next-token": [{"steps": 300, "context": 16, "line_length": 8, "prose_vocab": 256}, {"steps": 20, "prose_vocab": 1024},
+                   {"steps": 100, "context": 64, "prose_vocab": 256}],
     "rlhf-ppo": [{"pairs": 64, "steps": 200, "group": 32, "ppo_epochs": 1}, {"reward_steps": 2000, "pairs": 256, "steps": 20},
                  {"reward_steps": 1500, "pairs": 4096, "steps": 10},
                  {"level": "tabular", "steps": 200, "reward_steps": 100},
@@ -147,6 +153,7 @@ def peak_growth_bytes(scenario_id: str, overrides: dict) -> float:
 def report(scenario, repeat: int, memory: bool, large: bool) -> None:
     configs = calibration_configs(scenario)
     scenario.run(scenario.tiny)  # untimed: imports and first calls
+    reference = reference_cpu_seconds()  # measured beside the runs: the same machine, the same load
     rows = []
     for overrides in configs + (LARGE.get(scenario.id, []) if large else []):
         cpu, wall = measure(scenario, overrides, 1 if overrides in LARGE.get(scenario.id, []) else repeat)
@@ -159,6 +166,7 @@ def report(scenario, repeat: int, memory: bool, large: bool) -> None:
     print(f"\n== {scenario.id}")
     if fitted:
         print("    rates = {" + ", ".join(f'"{k}": {v:.3g}' for k, v in fitted.items()) + "}")
+        print(f"    rates_reference = {reference:.4f}  # the machine's reference workload, CPU s, as they were fitted")
     print(f"    {'cpu s':>7} {'wall s':>7} {'est s':>7} {'ratio':>6} {'fit s':>7} {'ratio':>6}"
           + ("   peak MB   est MB" if memory else "") + "  config")
     for overrides, cpu, wall in rows:

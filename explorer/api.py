@@ -34,6 +34,7 @@ class Result:
     served_from_store: bool   # read from the store, not trained now
     frame: pd.DataFrame
     summary: dict[str, Any]
+    backend: str = "local"    # where it trained: "local" (this process) or "ray"
 
     @cached_property
     def figures(self):
@@ -94,14 +95,17 @@ def scenarios() -> dict[str, str]:
 
 
 def run(scenario_id: str, *, fresh: bool = False, store: bool = True, progress: bool = True,
-        **settings: Any) -> Result:
+        ray: str | None = None, **settings: Any) -> Result:
     """Run scenario `scenario_id` with `settings` (its Config's fields; the rest take their
     defaults) and return its records, figures and explanation.
 
     An unknown id raises KeyError and a bad setting `scenarios.ConfigError` (a ValueError), each
     in one line naming it, before anything trains. `fresh=True` trains even when the run store holds this config; `store=False`
-    neither reads nor writes the store; `progress=False` draws no bar.
+    neither reads nor writes the store; `progress=False` draws no bar. `ray="local"` or a cluster's address
+    (default: `EXPLORER_RAY_ADDRESS`) trains on Ray; the records come back and are stored here. A run that
+    fails there raises RuntimeError with its reason.
     """
+    from explorer.runs.backend import ray_address
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
     from scenarios import get_scenario
@@ -112,6 +116,8 @@ def run(scenario_id: str, *, fresh: bool = False, store: bool = True, progress: 
     if stored is not None:
         return Result(scenario, config.model_dump(mode="json"), stored.status, stored.run_id, True,
                       run_store.frame(stored.run_id), stored.summary)
+    if ray_address(ray):
+        return _on_ray(ray_address(ray), scenario, config, run_store, progress)
     from engines.loop.runtime import configure
     configure()
     sink = _Progress(scenario.id, progress)
@@ -122,3 +128,18 @@ def run(scenario_id: str, *, fresh: bool = False, store: bool = True, progress: 
     run_id = save_result(run_store, scenario, config, result.status, result.frame, result.summary,
                          [vars(e) for e in result.events], result.duration_s) if run_store else None
     return Result(scenario, config.model_dump(mode="json"), result.status, run_id, False, result.frame, result.summary)
+
+
+def _on_ray(address: str, scenario: Scenario, config, run_store, progress: bool) -> Result:
+    from explorer.runs.backend import run_through
+    from explorer.runs.ray_backend import RayBackend
+    backend, sink = RayBackend(address), _Progress(scenario.id, progress)
+    try:
+        snap = run_through(backend, scenario, config, run_store, sink, session="api").snapshot()
+    finally:
+        sink.close()
+        backend.shutdown()
+    if snap.status not in ("finished", "diverged", "stopped"):
+        raise RuntimeError(f"the run failed on Ray: {snap.error}")
+    summary = {**scenario.summarize(snap.frame, config), "status": snap.status}
+    return Result(scenario, config.model_dump(mode="json"), snap.status, snap.run_id, False, snap.frame, summary, "ray")

@@ -31,6 +31,12 @@ def get_scenario(scenario_id: str) -> Scenario:
 
 
 def all_scenarios() -> list[Scenario]:
+    """The scenarios a person picks from (gallery, navigation, `list`), in gallery order."""
+    return sorted((s for s in _REGISTRY.values() if s.listed), key=lambda s: (s.order, s.title))
+
+
+def registered() -> list[Scenario]:
+    """Every registered scenario, the unlisted ones too (scenarios/watched/: runs from a person's own script)."""
     return sorted(_REGISTRY.values(), key=lambda s: (s.order, s.title))
 
 
@@ -46,4 +52,5 @@ def _register_builtin() -> None:
 
 _register_builtin()
 
-__all__ = ["ConfigError", "RunResult", "Scenario", "ScenarioConfig", "all_scenarios", "get_scenario", "register"]
+__all__ = ["ConfigError", "RunResult", "Scenario", "ScenarioConfig", "all_scenarios", "get_scenario", "register",
+           "registered"]

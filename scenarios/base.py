@@ -36,6 +36,7 @@ __all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Ma
            "STATUSES", "Scenario", "ScenarioConfig", "Work", "in_turn", "shown_by", "together", "view_field"]
 
 STATUSES = ("finished", "diverged", "stopped", "failed")
+LIVE_STATUSES = ("running", "incomplete")  # a run written as it goes (a watched one): going on, or its script was killed
 
 
 # --- what a page needs to know before Run --------------------------------------------------
@@ -119,8 +120,14 @@ class Scenario:
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
+    listed: ClassVar[bool] = True            # False: registered (its runs are drawn and explained) but trained
+                                             # elsewhere, so not in the gallery, `list` or `run` (scenarios/watched/)
     rates: ClassVar[dict[str, float]] = {}   # seconds per unit of each `work` term here (bench/estimates.py fits them)
+    rates_reference: ClassVar[float] = 0.0   # engines.loop.runtime.reference_cpu_seconds() when they were fitted
     timed: ClassVar[tuple[dict[str, Any], ...]] = ()  # three configs (≲ 2 s each) the estimate is held to, within 2×
+    arms_note: ClassVar[str] = ""             # how the arms train: as one batched model, or one model each and why
+    batches_seeds: ClassVar[bool] = False     # `seed_phases` trains several seeds as one run (scenarios/seeded.py)
+
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A scenario's docstring (`help()`, a notebook's `?`) is its question, then its module's
@@ -129,8 +136,6 @@ class Scenario:
         if cls.__doc__ is None and isinstance(getattr(cls, "question", None), str):
             module = sys.modules.get(cls.__module__)
             cls.__doc__ = "\n\n".join(filter(None, (cls.question, getattr(module, "__doc__", None))))
-    arms_note: ClassVar[str] = ""             # how the arms train: as one batched model, or one model each and why
-    batches_seeds: ClassVar[bool] = False     # `seed_phases` trains several seeds as one run (scenarios/seeded.py)
 
     # --- to implement -------------------------------------------------------------
     def phases(self, config: ScenarioConfig) -> list[list[Arm]]:

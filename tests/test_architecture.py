@@ -76,7 +76,7 @@ def test_every_scenario_is_a_folder_and_every_folder_a_scenario() -> None:
     """scenarios/<name>/__init__.py defines exactly one registered Scenario; no helper lies loose."""
     import scenarios
     from scenarios.base import Scenario
-    modules = {type(s).__module__ for s in scenarios.all_scenarios()}
+    modules = {type(s).__module__ for s in scenarios.registered()}  # the unlisted (watched) too
     assert modules == {f"scenarios.{p}" for p in SCENARIO_PACKAGES}, sorted(modules)
     loose = [p.name for p in (ROOT / "scenarios").glob("_*.py") if p.name != "__init__.py"]
     assert not loose, f"helper modules loose at the top of scenarios/: {loose}"
@@ -112,20 +112,35 @@ def test_the_loop_is_the_floor_of_the_engines() -> None:
 
 # The entry points at the top of explorer/: the command line, the installed app's script, the Python API.
 ENTRY_MODULES = ("__main__.py", "app.py", "api.py")
+LAZY_WATCH = {"explorer.runs", "explorer.runs.watch"}  # explorer/__init__.py's `__getattr__`: `from explorer import watch`
 
 
 def test_the_modules_at_the_top_of_explorer_import_no_group() -> None:
     """explorer/*.py (the version, plain text, the glossary's data, the server settings) sit under the groups,
-    but for the entry points, which start the command line, the app and a run from Python."""
+    but for the entry points, which start the command line, the app and a run from Python, and the
+    package's lazy `watch`."""
     for path in sorted((ROOT / "explorer").glob("*.py")):
         if path.name in ENTRY_MODULES:
             continue
-        groups = {name.split(".")[1] for name in imported_names(path)
+        names = imported_names(path) - (LAZY_WATCH if path.name == "__init__.py" else set())
+        groups = {name.split(".")[1] for name in names
                   if name.startswith("explorer.") and name.split(".")[1] in EXPLORER_GROUPS}
         assert not groups, f"{path.relative_to(ROOT)} imports explorer groups {sorted(groups)}"
 
 
-WORKER_MODULES = ("__main__", "worker")  # explorer/runs/worker.py is the worker process's entry: it trains
+def test_explorer_loads_no_torch_until_watch_is_asked_for() -> None:
+    """`import explorer` (the page, the CLI) loads no torch; `from explorer import watch` does, and gets `watch`."""
+    import subprocess
+    import sys
+    code = ("import sys, explorer; before = 'torch' in sys.modules; from explorer import watch; "
+            "print(before, 'torch' in sys.modules, watch.__module__)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["False", "True", "explorer.runs.watch"], result.stdout + result.stderr[-2000:]
+
+
+# explorer/runs/worker.py is the worker process's entry: it trains; explorer/runs/watch.py is `watch`, which a
+# person's own training script imports (explorer's `__getattr__` loads it on first use, never the page)
+WORKER_MODULES = ("__main__", "worker", "watch")
 # explorer/exports/tools.py writes TensorBoard event files through torch's SummaryWriter, imported only by
 # `tdx export --tensorboard` (the fresh-interpreter test below imports the module and finds no torch).
 TORCH_WHEN_ASKED = ("tools",)
@@ -138,8 +153,11 @@ def test_ui_modules_import_no_torch(path: Path) -> None:
     assert "torch" not in imported_modules(path), f"{path.relative_to(ROOT)} imports torch"
 
 
+# explorer/runs/ray_worker.py runs inside Ray's processes (and the Ray driver's): it imports ray, an optional
+# extra, and torch only inside its actors. The page never imports it (explorer/runs/ray_backend.py starts the driver).
+RAY_MODULES = ("ray_worker",)
 UI_MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-                    for p in files("explorer") if p.stem not in WORKER_MODULES)
+                    for p in files("explorer") if p.stem not in WORKER_MODULES + RAY_MODULES)
 
 
 def test_ui_modules_load_no_torch_in_a_fresh_interpreter() -> None:
@@ -149,10 +167,12 @@ def test_ui_modules_load_no_torch_in_a_fresh_interpreter() -> None:
     import sys
     code = ("import sys; import app_modules; mods = " + repr(UI_MODULES) +
             "; [__import__(m) for m in mods]; import scenarios; scenarios.all_scenarios(); "
-            "print('torch' in sys.modules)").replace("import app_modules; ", "")
+            "print('torch' in sys.modules, 'ray' in sys.modules)").replace("import app_modules; ", "")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "False", "importing the UI modules and the scenario registry loaded torch"
+    torch, ray = result.stdout.split()
+    assert torch == "False", "importing the UI modules and the scenario registry loaded torch"
+    assert ray == "False", "importing the UI modules loaded ray (only the Ray driver's process may)"
 
 
 def test_importing_a_module_sets_no_thread_count() -> None:

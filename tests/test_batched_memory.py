@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from engines.loop import arms_memory
-from scenarios import get_scenario
-from scenarios.base import Machine
+from scenarios import all_scenarios, get_scenario
+from scenarios.base import Machine, host_memory
 
 BATCHED = ["dpo-beta", "distillation-temperature", "contrastive", "generalization", "lora-rank"]
 
@@ -15,11 +15,11 @@ def test_a_sweep_too_large_for_the_machine_is_refused_with_the_estimate(scenario
     scenario = get_scenario(scenario_id)
     config = scenario.validate({})
     need = scenario.batched_bytes(config)
-    roomy, cramped = Machine(cpus=2, memory_available_bytes=int(4 * need)), Machine(cpus=2, memory_available_bytes=int(need))
+    roomy, cramped = Machine(cpus=2, memory_limit_bytes=int(4 * need)), Machine(cpus=2, memory_limit_bytes=int(need))
     assert scenario.refusal(config, roomy) is None, scenario.refusal(config, roomy)
     said = scenario.refusal(config, cramped)
     assert said is not None and f"{need / 1e6:,.1f} MB" in said and "arms trained as one batched model" in said, said
-    assert scenario.refusal(config, Machine(cpus=2)) is None, "free memory unknown: nothing to refuse on"
+    assert scenario.refusal(config, Machine(cpus=2)) is None, "host memory unknown: nothing to refuse on"
 
 
 def test_more_arms_need_proportionally_more() -> None:
@@ -52,3 +52,13 @@ def test_the_estimates_count_the_batched_models_own_weights() -> None:
     }
     wrong = {name: pair for name, pair in counted.items() if pair[0] != pair[1]}
     assert not wrong, f"(estimated, built) weights that differ: {wrong}"
+
+
+@pytest.mark.parametrize("scenario_id", [s.id for s in all_scenarios()])
+def test_every_refusal_reads_only_what_a_machine_says(scenario_id: str) -> None:
+    """Each scenario's refusal runs on this machine's facts and on a machine that knows nothing of its memory."""
+    scenario = get_scenario(scenario_id)
+    for overrides in ({}, scenario.tiny):
+        for machine in (Machine(cpus=2, **host_memory()), Machine(cpus=2)):
+            said = scenario.refusal(scenario.validate(overrides), machine)
+            assert said is None or isinstance(said, str), f"{scenario_id}: {said!r}"

@@ -169,7 +169,7 @@ def test_run_then_rerun_from_its_config_json(tmp_path, capsys) -> None:
     assert main(["run", SCENARIO, "--config", str(out / "config.json"), "--set", "seed=3", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["config"] == {**written, "seed": 3} and result["status"] == "finished" and result["run_id"]
-    assert result["explanation"]["takeaway"] and not result["served_from_store"]
+    assert result["explanation"]["takeaway"] and not result["served_from_store"] and result["backend"] == "local"
     capsys.readouterr()
     assert main(["run", SCENARIO, "--config", str(out / "config.json"), "--set", "seed=3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["served_from_store"]

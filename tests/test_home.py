@@ -56,7 +56,7 @@ def test_the_navigation_has_a_section_per_topic_with_every_scenario() -> None:
     at = AppTest.from_function(home_app, default_timeout=60).run()
     assert not at.exception
     sections = at.session_state["sections"]
-    assert sections[""] == ["Home", "Runs", "Glossary"], "the explorer's own pages come first, ungrouped"
+    assert sections[""] == ["Home", "Runs", "Your runs", "Glossary", "Will it fit?"], "the explorer's own pages come first, ungrouped"
     topics = [name for name in sections if name]
     assert topics == [t for t in TOPICS if any(s.topic == t for s in SCENARIOS)], topics
     for scenario in SCENARIOS:

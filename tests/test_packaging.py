@@ -30,9 +30,9 @@ def requirement_lines(name: str) -> list[str]:
     return [line for line in lines if line and not line.startswith(("#", "-r"))]
 
 
-def lock() -> dict[str, str]:
+def lock(name: str = "requirements.txt") -> dict[str, str]:
     pins = {}
-    for line in requirement_lines("requirements.txt"):
+    for line in requirement_lines(name):
         name, sep, version = line.partition("==")
         assert sep and re.fullmatch(r"[A-Za-z0-9._-]+", name) and version, f"not an exact pin: {line!r}"
         pins[canonicalize_name(name)] = version
@@ -71,6 +71,34 @@ def test_requirements_is_a_complete_lock_and_is_what_is_installed() -> None:
     assert not differs, f"locked vs installed: {differs}"
 
 
+def test_the_cluster_extra_is_a_range_from_its_lock_which_completes_the_main_lock() -> None:
+    """`[cluster]` (ray) is a compatible range from requirements-cluster.txt's pin; that file locks ray and what it
+    pulls in beyond requirements.txt, each as installed; requirements-dev.txt includes it (so CI runs the Ray tests)."""
+    pins, cluster = lock(), lock("requirements-cluster.txt")
+    for line in PYPROJECT["project"]["optional-dependencies"]["cluster"]:
+        requirement = Requirement(line)
+        bounds = {spec.operator: spec.version for spec in requirement.specifier}
+        assert set(bounds) == {">=", "<"} and cluster.get(canonicalize_name(requirement.name)) == bounds[">="], line
+    assert "-r requirements-cluster.txt" in (ROOT / "requirements-dev.txt").read_text()
+    assert not set(cluster) & set(pins), f"locked twice: {sorted(set(cluster) & set(pins))}"
+    missing, differs = {}, {}
+    for name, version in cluster.items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            differs[name] = (version, "not installed")
+            continue
+        if installed != version:
+            differs[name] = (version, installed)
+        for text in metadata.requires(name) or []:
+            requirement = Requirement(text)
+            needed = canonicalize_name(requirement.name)
+            if (not requirement.marker or requirement.marker.evaluate({"extra": ""})) and needed not in pins | cluster:
+                missing[needed] = name
+    assert not missing, f"required but not locked (package: by whom): {missing}"
+    assert not differs, f"locked vs installed (pip install -r requirements-cluster.txt): {differs}"
+
+
 def test_the_version_is_written_once() -> None:
     assert PYPROJECT["project"]["dynamic"] == ["version"]
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "explorer.__version__"}
@@ -88,7 +116,8 @@ def test_tdx_is_the_cli_and_the_license_is_mit() -> None:
 def test_every_third_party_import_is_declared() -> None:
     """numpy is imported by scenarios: it must be a dependency of its own, not one by accident."""
     local = {"explorer", "scenarios", "engines", "app", "bench", "tests"}
-    declared = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["dependencies"]}
+    extras = PYPROJECT["project"]["optional-dependencies"]["cluster"]  # ray: imported only by the Ray backend's processes
+    declared = {canonicalize_name(Requirement(line).name) for line in PYPROJECT["project"]["dependencies"] + extras}
     found: dict[str, str] = {}
     for package in ("explorer", "scenarios", "engines"):
         for path in (ROOT / package).rglob("*.py"):

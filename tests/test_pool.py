@@ -104,11 +104,12 @@ def test_a_run_queues_while_every_worker_is_busy_and_stop_ends_each(pool, isolat
     second = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 1}), store, pool=pool)
     third = RunHandle.start(SCENARIO, SCENARIO.validate({**SCENARIO.tiny, "seed": 2}), store, pool=pool)
     first.wait_for_first_record(WAIT_S)
-    assert second.snapshot().waiting == "queued (next in line)" and third.snapshot().waiting == "queued (1 ahead)"
+    waits = (second.snapshot().waiting, third.snapshot().waiting)
+    assert waits == ("queued (next in line; 0 of 1 worker free)", "queued (1 ahead; 0 of 1 worker free)"), waits
 
     second.stop()  # queued: ends at once, never trained
     assert second.join(WAIT_S) and second.snapshot().status == "stopped" and second.snapshot().frame.empty
-    assert third.snapshot().waiting == "queued (next in line)"
+    assert third.snapshot().waiting == "queued (next in line; 0 of 1 worker free)", third.snapshot().waiting
     first.stop()
     assert first.join(WAIT_S)
     stopped = first.snapshot()
@@ -264,7 +265,7 @@ def test_when_no_worker_can_start_the_pool_says_why_and_the_page_turns_run_off(i
     """Workers that die before they are ready (here: a bad EXPLORER_TORCH_THREADS) are not
     restarted in a loop; the pool keeps the reason, a run submitted then fails with it, and the
     line beside Run says it instead of "Starting the workers" for ever."""
-    from explorer.page.scenario_page import run_note
+    from explorer.page.run_note import run_note
     pool = WorkerPool(size=1, env={"EXPLORER_TORCH_THREADS": "many"})
     try:
         wait_until(lambda: pool.failure() is not None, "the pool to give up")

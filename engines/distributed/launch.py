@@ -16,6 +16,10 @@ this process takes them instead of starting new ones (`keep_spares` also starts 
 first run: the page's pool asks while a distributed scenario's page is read). A spare ends when its stdin closes, so
 none outlives the process that started it.
 
+Where ranks start is `rank_starter`'s choice when a process sets one: explorer/runs/ray_worker.py
+starts them as Ray actors in a placement group (each reads like a rank process: its stdout lines,
+`poll`, `wait`, `kill`), and their records merge here the same way.
+
 Never `multiprocessing` spawn here: the caller may be a Streamlit script thread, and
 spawned children would re-run the app script. Subprocesses of `python -m` do not.
 """
@@ -79,6 +83,8 @@ def _last_error_line(text: str) -> str:
 SPARES_VARIABLE = "EXPLORER_SPARE_RANKS"   # how many rank processes to keep started ahead (at most)
 _spares: list[tuple[subprocess.Popen, Any]] = []   # (process, its stderr file), each waiting on stdin
 _spares_lock = threading.Lock()
+# (job, every rank's arguments) -> (rank, its stderr file) each; None: local rank processes (`_rank`).
+rank_starter: Callable[[dict, list[list[str]]], Any] | None = None
 
 
 def _environment() -> dict[str, str]:
@@ -167,9 +173,10 @@ def launch(job: dict, world_sizes: int | Sequence[int], *, timeout_s: float = 30
     pending: list[collections.deque] = [collections.deque() for _ in members]
     try:
         ports = {world: free_port() for world in worlds}
-        for index, (world, rank) in enumerate(members):
-            proc, error_file = _rank(["--job", json.dumps(job), "--rank", str(rank), "--world-size", str(world),
-                                      "--port", str(ports[world]), "--timeout-s", str(collective_timeout_s)])
+        arguments = [["--job", json.dumps(job), "--rank", str(rank), "--world-size", str(world), "--port",
+                      str(ports[world]), "--timeout-s", str(collective_timeout_s)] for world, rank in members]
+        started = rank_starter(job, arguments) if rank_starter is not None else (_rank(a) for a in arguments)
+        for index, (proc, error_file) in enumerate(started):
             procs.append(proc)
             errors.append(error_file)
             threading.Thread(target=_pump, args=(index, proc.stdout, lines), daemon=True).start()
@@ -240,7 +247,11 @@ def _check(procs: list[subprocess.Popen], errors: list, members: list[tuple[int,
 
 
 def _reap(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
-    """SIGTERM every rank's process group, SIGKILL what is left after `grace_s`, wait for all."""
+    """SIGTERM every rank's process group, SIGKILL what is left after `grace_s`, wait for all.
+    A rank started elsewhere (`rank_starter`) is ended its own way."""
+    for proc in [p for p in procs if not isinstance(p, subprocess.Popen)]:
+        proc.kill()
+    procs = [p for p in procs if isinstance(p, subprocess.Popen)]
     for proc in procs:
         if proc.poll() is None:
             try:

@@ -240,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rank is None:  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
         dist.init_process_group(backend, timeout=timeout, **bind)
     else:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
+        host = os.environ.get("EXPLORER_MASTER_ADDR", "127.0.0.1")  # rank 0's node, when Ray placed the ranks
+        dist.init_process_group(backend, init_method=f"tcp://{host}:{args.port}", rank=args.rank,
                                 world_size=args.world_size, timeout=timeout, **bind)
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.out:  # torchrun's --out: a folder that need not exist yet (every rank may make it)

@@ -9,7 +9,7 @@ memory, and a K too large for the machine is refused at the control, with the es
 
 (weights and their gradients, plus Adam's two moments or SGD's one momentum buffer per weight).
 """
-FILL = 0.5  # a run may use half of what is free (as the distributed scenarios' refusals allow)
+FILL = 0.5  # a run may plan on half of the host's memory (as the distributed scenarios' refusals allow)
 
 
 def batched_bytes(arms: int, weights: int, optimizer_slots: int, activations: int, value_bytes: int = 4) -> float:
@@ -22,15 +22,15 @@ def linear_weights(*widths: int) -> int:
     return sum(n_in * n_out + n_out for n_in, n_out in zip(widths, widths[1:]))
 
 
-def refusal(what: str, arms: int, need_bytes: float, available_bytes: int) -> str | None:
-    """A plain sentence when the batched model would not fit in the memory a run may use; None when it
-    fits or when the free memory is unknown (0)."""
-    limit = FILL * available_bytes
+def refusal(what: str, arms: int, need_bytes: float, limit_bytes: int, basis: str) -> str | None:
+    """A plain sentence when the batched model would not fit in the memory a run may plan on (`limit_bytes`:
+    the host's memory a run may plan on, 0 when unknown: nothing to refuse on; `basis` says that limit in
+    words, scenarios.base.Machine.memory_basis); None when it fits."""
+    limit = FILL * limit_bytes
     if not limit or need_bytes <= limit:
         return None
     return (f"{what}: {arms} arms trained as one batched model need about {_mb(need_bytes)} (K× weights, gradients "
-            f"and optimizer state, and one pass's activations), more than the {_mb(limit)} a run may use here (half "
-            f"of what is free); choose fewer arms or smaller sizes")
+            f"and optimizer state, and one pass's activations), more than {basis}; choose fewer arms or smaller sizes")
 
 
 def _mb(value: float) -> str:

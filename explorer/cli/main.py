@@ -28,6 +28,7 @@ from explorer.plaintext import cut, one_line, terminal_text
 __all__ = ["build_parser", "main", "parse_sets"]
 # scenarios.base.STATUSES, written out: importing the registry would cost every command ~1 s (a test keeps them equal)
 STATUSES = ("finished", "diverged", "stopped", "failed")
+LIVE_STATUSES = ("running", "incomplete")  # scenarios.base.LIVE_STATUSES: a watched run going on, or killed
 CLOSED_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
 
@@ -90,14 +91,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     stored = store.get(args.run_id)
     if stored is None:
         raise UsageError(f"no run {cut(args.run_id)!r} in {store.path} (list them with: {args.prog} runs)")
-    scenario = scenario_named(stored.scenario)
+    scenario = scenario_named(stored.scenario, runnable=False)
     config = scenario.validate(stored.config)
     explanation = scenario.explain(store.frame(stored.run_id), config)
     if args.json:
         print_json({**run_json(stored), "summary": stored.summary, "events": store.events(stored.run_id),
                     "explanation": explanation_json(explanation)})
         return 0
-    print(f"run {stored.run_id}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
+    named = f" ({one_line(stored.name)})" if stored.name else ""
+    print(f"run {stored.run_id}{named}: {stored.scenario}, {stored.status}, {stored.duration_s:.1f} s, "
           f"{when(stored.created_at)}, code {stored.code_version}")
     print("config: " + json.dumps(stored.config, sort_keys=True))
     if stored.error:
@@ -126,6 +128,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     """Serve the web app (the same as `streamlit run app.py` in a checkout) until Ctrl-C."""
     from explorer.server import streamlit_command
     command = streamlit_command(args.port, args.address, args.allowed_host)
+    if args.ray:
+        os.environ["EXPLORER_RAY_ADDRESS"] = args.ray  # the server (execv'd below) reads it
     if os.name == "posix":  # become the server: signals, the process id and the exit code are its own
         sys.stdout.flush()
         os.execv(command[0], command)
@@ -170,6 +174,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
                           "auto = file when there is more than one figure")
     run.add_argument("--fresh", action="store_true", help="train even if the run store has this config")
     run.add_argument("--no-store", action="store_true", help="neither read nor write the run store")
+    run.add_argument("--ray", metavar="ADDRESS", help="train on a Ray cluster: its address, or 'local' for a private "
+                     "Ray on this machine (default: EXPLORER_RAY_ADDRESS; unset: train here)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress and no list of files written on stderr "
                                                                "(errors only)")
     run.set_defaults(func=cmd_run)
@@ -178,7 +184,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
     runs = commands.add_parser("runs", help="list the stored runs, newest first")
     runs.add_argument("--scenario", help="only this scenario's runs")
-    runs.add_argument("--status", choices=STATUSES, help="only runs that ended so")
+    runs.add_argument("--status", choices=(*STATUSES, *LIVE_STATUSES),
+                      help="only runs that ended so (running, incomplete: runs watched in your own script)")
     runs.add_argument("--limit", type=positive, default=50, help="at most this many (default 50)")
     runs.set_defaults(func=cmd_runs)
     from explorer.cli.export import add_parser as add_export
@@ -191,6 +198,8 @@ def build_parser(prog: str = "python -m explorer") -> argparse.ArgumentParser:
     app.add_argument("--address", help="the address to listen on (default localhost)")
     app.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                      help="a Host name to answer besides the local ones (repeatable), e.g. the machine's LAN name")
+    app.add_argument("--ray", metavar="ADDRESS", help="runs train on this Ray cluster ('local': a private Ray on this "
+                     "machine); sets EXPLORER_RAY_ADDRESS for the server")
     app.set_defaults(func=cmd_app)
     return parser
 

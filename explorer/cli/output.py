@@ -81,14 +81,15 @@ def headline_text(summary: dict[str, Any]) -> str:
 
 
 def run_json(stored) -> dict[str, Any]:
-    return {"run_id": stored.run_id, "scenario": stored.scenario, "status": stored.status,
+    return {"run_id": stored.run_id, "scenario": stored.scenario, "name": stored.name, "status": stored.status,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(stored.created_at)),
             "duration_s": stored.duration_s, "code_version": stored.code_version, "config": stored.config,
             "headline": (stored.summary or {}).get("headline", {}), "error": stored.error}
 
 
 def print_runs(runs: list) -> None:
-    print(f"{'run':12s}  {'created':16s}  {'scenario':24s}  {'status':8s}  {'s':>6s}  headline")
+    print(f"{'run':12s}  {'created':16s}  {'scenario':24s}  {'status':10s}  {'s':>6s}  headline")
     for stored in runs:
-        print(f"{stored.run_id:12s}  {when(stored.created_at):16s}  {stored.scenario:24s}  {stored.status:8s}  "
-              f"{stored.duration_s:6.1f}  {one_line(headline_text(stored.summary))}")
+        named = f"{one_line(stored.name)}: " if stored.name else ""
+        print(f"{stored.run_id:12s}  {when(stored.created_at):16s}  {stored.scenario:24s}  {stored.status:10s}  "
+              f"{stored.duration_s:6.1f}  {named}{one_line(headline_text(stored.summary))}")

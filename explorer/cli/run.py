@@ -7,10 +7,7 @@ its current step through the sink's `stop_requested` (a second Ctrl-C quits at o
 stopped run is stored as such and the command exits 130.
 """
 import argparse
-import json
-import os
 import signal
-import stat
 import sys
 import tempfile
 import threading
@@ -19,11 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from explorer.cli.config_file import ConfigFileError, read_config_file
 from explorer.plaintext import cut, one_line, terminal_text
 
 USAGE_ERROR, RUN_FAILED, INTERRUPTED = 2, 1, 130
 FIGURE_FORMATS = ("html", "png", "svg")
-CONFIG_MAX_BYTES = 1_000_000  # a config.json is a few hundred bytes; a file past this is not one
 
 
 class UsageError(ValueError):
@@ -123,45 +120,6 @@ def check_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def config_bytes(text: str) -> bytes:
-    """A regular file's bytes, at most CONFIG_MAX_BYTES. Opened without blocking and checked before
-    reading: a FIFO would wait for a writer for ever, /dev/zero never ends, a folder has no bytes."""
-    try:
-        descriptor = os.open(text, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
-            raise UsageError(f"--config {cut(text)!r} is {kind}, not a file; give the config.json that run --out writes")
-        with os.fdopen(descriptor, "rb", closefd=False) as file:
-            data = file.read(CONFIG_MAX_BYTES + 1)
-    finally:
-        os.close(descriptor)
-    if len(data) > CONFIG_MAX_BYTES:
-        raise UsageError(f"--config {cut(text)!r} is larger than {CONFIG_MAX_BYTES:,} bytes; a config is a few hundred")
-    return data
-
-
-def read_config_file(text: str) -> dict[str, Any]:
-    """The settings in a JSON file: the `config.json` that `run --out` writes (an object)."""
-    try:
-        data = json.loads(config_bytes(text).decode("utf-8"))
-    except OSError as error:
-        raise UsageError(f"--config {cut(text)!r} cannot be read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {cut(text)!r} is not UTF-8 text") from None
-    except json.JSONDecodeError as error:
-        raise UsageError(f"--config {cut(text)!r} is not JSON: {error.msg} at line {error.lineno}") from None
-    except RecursionError:
-        raise UsageError(f"--config {cut(text)!r} is nested too deeply to be a config") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--config {cut(text)!r} holds a JSON {type(data).__name__}; a config is an object of "
-                         "settings (the config.json that run --out writes)")
-    return data
-
-
 def checked_out(text: str | None) -> Path | None:
     """The `--out` folder, refused before training when it cannot be written."""
     if text is None:
@@ -182,19 +140,28 @@ def checked_out(text: str | None) -> Path | None:
     return out
 
 
-def scenario_named(scenario_id: str):
-    """The registered scenario, or a usage error naming the known ones."""
-    from scenarios import get_scenario
+def scenario_named(scenario_id: str, runnable: bool = True):
+    """The registered scenario, or a usage error naming the known ones. `runnable`: one a person picks
+    and runs (not `watched`, whose runs come from a person's own script)."""
+    from scenarios import all_scenarios, get_scenario
     try:
-        return get_scenario(scenario_id)
-    except KeyError as error:
-        raise UsageError(error.args[0]) from None
+        scenario = get_scenario(scenario_id)
+    except KeyError:
+        known = ", ".join(s.id for s in all_scenarios())
+        raise UsageError(f"unknown scenario {scenario_id!r}; known: {known}") from None
+    if runnable and not scenario.listed:
+        raise UsageError(f"{scenario_id!r} runs come from your own training script (from explorer import watch), "
+                         f"not from here; list them with: runs --scenario {scenario_id}")
+    return scenario
 
 
 def settings_of(args: argparse.Namespace, scenario_id: str) -> dict[str, Any]:
     """`--config`'s settings, then `--set`'s. A config.json that `--out` wrote names its scenario:
     another scenario's is refused, not half-applied."""
-    values = read_config_file(args.config) if args.config else {}
+    try:
+        values = read_config_file(args.config) if args.config else {}
+    except ConfigFileError as error:
+        raise UsageError(str(error)) from None
     named = values.pop("scenario", scenario_id)
     if named != scenario_id:
         raise UsageError(f"--config {cut(args.config)!r} holds the settings of {cut(str(named))!r}, not of {scenario_id!r}")
@@ -211,8 +178,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     formats = check_formats(args.format)
     out = checked_out(args.out)
     values = settings_of(args, args.scenario)
+    from explorer.runs.backend import ray_address
     from explorer.runs.serving import save_result, stored_result
     from explorer.runs.store import RunStore
+    address = ray_address(getattr(args, "ray", None))
     from scenarios.base import ConfigError
     scenario = scenario_named(args.scenario)
     config = scenario.validate(values)
@@ -221,6 +190,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stored is not None:
         say(args, f"served from the run store: run {stored.run_id} (use --fresh to train again)")
         frame, summary, run_id, status = store.frame(stored.run_id), stored.summary, stored.run_id, stored.status
+    elif address:  # trained on Ray; the records come back here and the handle stores them
+        bar = ProgressBar(scenario.id, quiet=args.quiet)
+        frame, status, run_id, error = train_on_ray(address, scenario, config, store, bar)
+        if status not in ("finished", "diverged", "stopped"):
+            print(one_line(f"error: the run failed: {error}"), file=sys.stderr)
+            return RUN_FAILED
+        summary = {**scenario.summarize(frame, config), "status": status}
+        if status == "stopped":
+            print(f"stopped by Ctrl-C after {len(frame)} records: " + (f"stored as run {run_id}" if run_id else "not stored"),
+                  file=sys.stderr)
+            return INTERRUPTED
     else:
         from engines.loop.runtime import configure  # torch loads only now: the arguments are known to be good
         configure()
@@ -253,12 +233,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         from explorer.cli.output import explanation_json, print_json
         print_json({"scenario": scenario.id, "status": status, "run_id": run_id, "served_from_store": stored is not None,
+                    "backend": "ray" if address and stored is None else "local",
                     "config": config.model_dump(mode="json"), "summary": summary,
                     "explanation": explanation_json(explanation), "files": [str(p) for p in files]})
     else:
         print(f"{scenario.id}: {status}" + (f", run {run_id}" if run_id else ""))
         print(terminal_text(explanation.markdown()))
     return 0
+
+
+def train_on_ray(address: str, scenario, config, store, bar: ProgressBar):
+    """The run on the Ray cluster at `address` (`local`: a private one, started for it): frame, status, run id, error."""
+    from explorer.runs.backend import run_through
+    from explorer.runs.ray_backend import RayBackend
+    backend = RayBackend(address)
+    try:
+        with CtrlC(bar):
+            snap = run_through(backend, scenario, config, store, bar).snapshot()
+    finally:
+        bar.close()
+        backend.shutdown()
+    return snap.frame, snap.status, snap.run_id, snap.error
 
 
 def write_outputs(args: argparse.Namespace, out: Path, scenario_id: str, config: dict, frame, summary: dict,

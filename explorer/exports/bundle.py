@@ -77,13 +77,18 @@ def figure_files(figures: Mapping[str, go.Figure], prefix: str, formats: tuple[s
 
 def readme_text(scenario: Scenario, config: dict[str, Any], commands: list[tuple[str, str]],
                 notes: list[str], files: list[str]) -> str:
-    lines = [f"{scenario.title} — {scenario.question}", "",
-             "Exported from the Training Dynamics Explorer. To reproduce with the command line,", ""]
+    lines = [f"{scenario.title} — {scenario.question}", ""]
+    if scenario.listed:
+        lines += ["Exported from the Training Dynamics Explorer. To reproduce with the command line,", ""]
+    else:
+        lines += ["Exported from the Training Dynamics Explorer: a run watched in your own training script",
+                  "(from explorer import watch). Only that script trains it again; to print it from the run store,", ""]
     for what, command in commands:
         lines += [f"  # {what}", f"  {command}", ""]
-    lines += ["The command trains the run again (or serves it from your run store) and writes the same",
-              "config, metrics and figures to the --out folder.", "",
-              "Config: " + json.dumps(config, sort_keys=True), ""]
+    if scenario.listed:
+        lines += ["The command trains the run again (or serves it from your run store) and writes the same",
+                  "config, metrics and figures to the --out folder.", ""]
+    lines += ["Config: " + json.dumps(config, sort_keys=True), ""]
     if notes:
         lines += ["What the figures show:"] + [f"  - {note}" for note in notes] + [""]
     if plotlyjs_name() in files:

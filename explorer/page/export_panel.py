@@ -25,6 +25,10 @@ def _signature(handle: RunHandle | SeedGroup, overlays: list[Overlay], band: str
 def commands(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list[Overlay]) -> list[tuple[str, str]]:
     config = handle.config.model_dump(mode="json")
     out = stem(scenario, config)
+    if not scenario.listed:  # a watched run: trained by a person's own script, so only read again
+        return [(f"run {handle.snapshot(with_frame=False).run_id}'s diagnosis",
+                 f"python -m explorer show {handle.snapshot(with_frame=False).run_id}")] + [
+            (f"overlaid run {o.run_id} ({o.label})", f"python -m explorer show {o.run_id}") for o in overlays]
     if isinstance(handle, SeedGroup):
         lines = [(f"seed {seed}", cli_command(scenario, {**config, "seed": seed}, out=f"{out}-seed{seed}"))
                  for seed in handle.seeds]

@@ -1,5 +1,6 @@
-"""The navigation: a gallery home, a Runs page, the Glossary, "Will it fit?" (explorer/page/fit_page.py),
-and one page per registered scenario.
+"""The navigation: a gallery home, a Runs page, "Your runs" (runs watched in a person's own script,
+explorer/page/watched_page.py), the Glossary, "Will it fit?" (explorer/page/fit_page.py), and one
+page per listed scenario.
 
 Every scenario page is the same generated page (`explorer.page.scenario_page`), so a new
 scenario module gets its page, URL, presets, overlays, seeds and exports without UI code.
@@ -17,6 +18,7 @@ from explorer.page.scenario_page import render_scenario
 from explorer.page.session import store_banner
 from explorer.page.topics import by_topic
 from explorer.page.url import mark_page
+from explorer.page.watched_page import render_watched
 from scenarios import all_scenarios
 from scenarios.base import Scenario
 
@@ -38,7 +40,12 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
     def runs() -> None:
         mark_page("runs")
         store_banner()
-        render_runs(scenario_pages)
+        render_runs({**scenario_pages, "watched": pages["your-runs"]})  # a watched run opens on "Your runs"
+
+    def your_runs() -> None:
+        mark_page("your-runs")
+        store_banner()
+        render_watched()
 
     def glossary() -> None:
         mark_page("glossary")
@@ -50,6 +57,7 @@ def build_navigation(default: str = "home") -> dict[str, list[st.Page]]:
         render_fit()
 
     for name, function, title, icon in (("home", home, "Home", "home"), ("runs", runs, "Runs", "history"),
+                                        ("your-runs", your_runs, "Your runs", "monitoring"),
                                         ("glossary", glossary, "Glossary", "menu_book"),
                                         ("fit", fit, "Will it fit?", "memory")):
         pages[name] = st.Page(function, title=title, icon=f":material/{icon}:", url_path=name, default=name == default)

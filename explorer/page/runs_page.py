@@ -11,8 +11,8 @@ import streamlit as st
 from explorer.page import share
 from explorer.page.runs_table import RunRow, compared, run_row, table, visible
 from explorer.page.session import run_store
-from scenarios import all_scenarios
-from scenarios.base import STATUSES
+from scenarios import registered
+from scenarios.base import LIVE_STATUSES, STATUSES
 
 SHOWN = 500  # newest runs listed; older ones stay in the store
 TABLE_KEY = "runs:table"
@@ -25,11 +25,12 @@ def render_runs(scenario_pages: dict[str, st.Page]) -> None:
     store = run_store()
     st.markdown(f"Every run trained here, newest first, from the run store `{store.path}`. Click a column to sort; "
                 "tick runs to open one, or several of one scenario **compared** (overlaid on one page).")
-    scenarios = {s.id: s for s in all_scenarios()}
+    scenarios = {s.id: s for s in registered()}  # "Your runs" (watched) too
     left, middle, right = st.columns([2, 3, 1.4], vertical_alignment="bottom")
     choice = left.selectbox("Scenario", ["all", *scenarios], key="runs:scenario",
                             format_func=lambda sid: "All scenarios" if sid == "all" else scenarios[sid].title)
-    statuses = middle.multiselect("Status", list(STATUSES), default=list(STATUSES), key="runs:status")
+    statuses = middle.multiselect("Status", [*STATUSES, *LIVE_STATUSES], default=[*STATUSES, *LIVE_STATUSES],
+                                  key="runs:status")
     show_empty = right.toggle("empty stopped runs", key="runs:empty",
                               help="Runs stopped before their first record: hidden unless this is on.")
     scenario_id = None if choice == "all" else choice

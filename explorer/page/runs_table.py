@@ -47,6 +47,11 @@ def run_row(stored: StoredRun, scenarios: dict[str, Scenario], records: int | No
     if scenario is None:
         return RunRow(stored.run_id, stored.scenario, stored.scenario, _describe(stored.config), when, stored.status,
                       stored.duration_s, False, None, "no such scenario in this version", **common)
+    if not scenario.listed:  # a watched run: opened by its id on "Your runs", described by the person's settings
+        own = {k: v for k, v in stored.config.items() if not k.startswith("watch_") and k != "seed"}
+        return RunRow(stored.run_id, scenario.id, scenario.title, _describe(own), when, stored.status,
+                      stored.duration_s, stored.code_version == scenario.code_version(), {"run": stored.run_id},
+                      **common)
     defaults = scenario.validate({}).model_dump(mode="json")
     diff = _describe(differences(defaults, stored.config))
     current = stored.code_version == scenario.code_version()

@@ -16,13 +16,14 @@ from typing import Any
 import streamlit as st
 
 from explorer.page import url
-from explorer.page.autorun import (Pending, asking, asks_first, estimate_note, follow_settings, large, pending_key,
-                                   run_estimate)
+from explorer.page.autorun import Pending, asks_first, follow_settings, large, pending_key, run_estimate
 from explorer.page.compare_panel import compare_panel, selected_overlays
 from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown
 from explorer.page.export_panel import export_panel
 from explorer.page.glossary_page import term_links
-from explorer.page.session import run_store, start_or_load, stored_handle, warm_figures, worker_pool
+from explorer.page.session import (backend_caption, run_store, session_id, start_or_load, stored_handle, use_local_pool,
+                                   warm_figures, worker_pool)
+from explorer.page.run_note import run_note
 from explorer.page.share import MAX_SEEDS
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
@@ -58,6 +59,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         config, problem = checked(scenario, values, machine)
         if problem:
             st.error(plain(problem))
+        backend_caption(pool)
         preload()
     warm_figures(scenario.id)
     if config is not None:
@@ -94,7 +96,8 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
     auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
-    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, estimate)
+    note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, estimate,
+                    pool.name == "ray")
     if note:
         note_col.caption(note)
     if handle is not None and not running and machine is not None and handle.snapshot().from_store:
@@ -172,7 +175,12 @@ def status_fragment(scenario: Scenario, pending: Pending | None, starting: bool,
     if (pending is not None and pending.due() and st.session_state.get(pending_key(scenario)) == pending) or (
             starting and (machine is not None or failure is not None)):
         st.rerun()
-    if machine is None and failure and st.session_state.get(handle_key(scenario)) is None:
+    if machine is None and failure and pool.name != "local":  # unreachable, refused or lost: the page goes on
+        st.error(plain(f"Runs cannot go to the Ray cluster: {failure}. Stored runs can still be opened from Runs."))
+        if st.button("Train on this machine instead (the local worker pool)", key="use-local-pool"):
+            use_local_pool()
+            st.rerun(scope="app")
+    elif machine is None and failure and st.session_state.get(handle_key(scenario)) is None:
         st.error(plain(f"Nothing can train on this server: {failure}. Stored runs can still be opened "
                        "from Runs; restart the server once this is fixed."))
         return
@@ -190,36 +198,13 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
     return config, refusal
 
 
-def run_note(scenario: Scenario, config, problem: str | None, machine, too_large: str | None, handle,
-             repeat: int, auto: bool, no_workers: str | None = None, estimate=None) -> str | None:
-    """One line beside Run: why it is off, what a large run costs (and that Run asks first), that the
-    settings moved on, or what the run would cost. `no_workers`: why no worker could start (the pool's
-    failure), when none could."""
-    if problem:
-        return "Run is off: " + ("these settings are not valid" if config is None else
-                                 "this machine cannot run these settings") + " (see under the settings)."
-    if no_workers:
-        return "Run is off: no worker process could start on this server."
-    if machine is None:
-        return "Starting the workers (importing torch)…"
-    if too_large and asking(scenario, config, repeat):
-        return too_large + " Press Run again to start it."
-    if too_large:
-        return too_large + (" Auto-run waits for you: press Run" if auto else " Press Run") + ", then Run again, to start it."
-    moved = handle is not None and config is not None and (
-        scenario.key_of(handle.config) != scenario.key_of(config) or _seed_count(handle) != repeat)
-    said = f" {estimate_note(estimate, repeat)}" if estimate is not None else ""
-    if moved:
-        return "Settings changed since this run started." + ("" if auto else " Press Run to run them." + said)
-    return (said.strip() or None) if handle is None else None
-
-
 def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
     """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
     pool = worker_pool()
     if repeat > 1:
-        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool)
-        together = functools.partial(start_seeds_or_load, fresh=fresh, store=run_store(), pool=pool)
+        session = session_id()
+        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
+        together = functools.partial(start_seeds_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
         handle = SeedGroup.start(scenario, config, repeat, starter, together)
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
@@ -258,10 +243,6 @@ def seed_controls(scenario: Scenario) -> tuple[int, str]:
                         help="min–max: the figure drawn from the smallest and largest value over seeds at "
                              "every point; mean ± std: from the mean minus and plus one standard deviation.")
     return int(repeat), band
-
-
-def _seed_count(handle: RunHandle | SeedGroup) -> int:
-    return len(handle.seeds) if isinstance(handle, SeedGroup) else 1
 
 
 def preset_values(scenario: Scenario, name: str) -> dict[str, Any]:

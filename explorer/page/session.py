@@ -1,5 +1,5 @@
-"""What every page shares: the run store and the worker pool of this server process, and
-starting or loading a run.
+"""What every page shares: the run store and the run backend of this server process (the local warm
+pool, or Ray where `EXPLORER_RAY_ADDRESS` names a cluster), and starting or loading a run.
 
 A run store that cannot be used (not a store, damaged, of another schema) is said once at the top
 of every page, with what to do (`store_banner`); the pages then work without storing: nothing is
@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from explorer.runs.backend import RunBackend, make_backend, ray_address
 from explorer.runs.handle import RunHandle
-from explorer.runs.pool import WorkerPool
 from explorer.runs.serving import stored_result
-from explorer.plaintext import plain
 from explorer.runs.store import RunStore, StoreError
 from explorer.runs.store_home import store_path
 from explorer.view.chart import payload
+from explorer.plaintext import plain
 from explorer.view.look import polish
 from scenarios import get_scenario
 from scenarios.base import COLUMNS, Scenario, ScenarioConfig
@@ -84,10 +84,31 @@ def store_banner() -> None:
                          "stored. Set EXPLORER_STORE to a writable file and restart the server to store them."))
 
 
+def worker_pool() -> RunBackend:
+    """The server's run backend, started with the first page anyone opens; ended at exit: the local warm
+    workers, or the Ray cluster `EXPLORER_RAY_ADDRESS` names (until someone chose the local pool instead)."""
+    return _backend(None if _choice()["local"] else ray_address())
+
+
 @st.cache_resource(show_spinner=False)
-def worker_pool() -> WorkerPool:
-    """The server's warm workers, started with the first page anyone opens; ended at exit."""
-    return WorkerPool()
+def _backend(address: str | None) -> RunBackend:
+    return make_backend(address)
+
+
+@st.cache_resource(show_spinner=False)
+def _choice() -> dict[str, bool]:
+    return {"local": False}
+
+
+worker_pool.clear = _backend.clear  # tests start the backend afresh
+
+
+def use_local_pool() -> None:
+    """The Ray cluster could not be reached (or was lost): this server's runs go to its local warm pool."""
+    failed = worker_pool()
+    _choice()["local"] = True
+    if failed.name != "local":
+        failed.shutdown()
 
 
 @st.cache_resource(show_spinner=False)
@@ -112,15 +133,23 @@ def _build_empty(scenario_id: str) -> None:
 
 
 def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = False,
-                  store: RunStore | None = None, pool: WorkerPool | None = None) -> RunHandle:
+                  store: RunStore | None = None, pool: RunBackend | None = None, session: str | None = None) -> RunHandle:
     """Serve a complete stored run of exactly this config and code, or start training it.
 
-    Pass `store` and `pool` when calling from outside the script thread (a seed group's thread)."""
+    Pass `store`, `pool` and `session` when calling from outside the script thread (a seed group's thread)."""
     store = store or run_store()
     stored = stored_result(store, scenario, config, fresh=fresh)
     if stored is not None:
         return RunHandle.from_stored(scenario, stored, store, stored_frame(stored.run_id, store))
-    return RunHandle.start(scenario, config, None if store.read_only else store, pool=pool or worker_pool())
+    return RunHandle.start(scenario, config, None if store.read_only else store, pool=pool or worker_pool(),
+                           session=session if session is not None else session_id())
+
+
+def session_id() -> str:
+    """This browser tab's id, for the backend's fair queue (one queue per tab, served in turn)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    context = get_script_run_ctx(suppress_warning=True)
+    return context.session_id if context is not None else ""
 
 
 def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | None:
@@ -133,3 +162,13 @@ def stored_handle(scenario: Scenario, config: ScenarioConfig) -> RunHandle | Non
 def stored_frame(run_id: str, store: RunStore | None = None):
     """A stored run's records (the store object keeps those it saved or read: a stored run never changes)."""
     return (store or run_store()).frame(run_id)
+
+
+def backend_caption(pool) -> None:
+    """Where runs train, when that is a Ray cluster: its address, workers free and nodes."""
+    if pool.name == "local":
+        return
+    status = pool.status()
+    where = "a private Ray on this machine" if status.address == "local" else f"the Ray cluster at {status.address}"
+    st.caption(plain(f"Runs train on {where}: {status.free} of {status.workers} workers free, {status.nodes} "
+                     f"node{'s' if status.nodes != 1 else ''}" + (f", {status.queued} runs queued" if status.queued else "")))

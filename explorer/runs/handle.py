@@ -2,8 +2,8 @@
 
 A `RunHandle` is one run of one config. The page keeps it in `st.session_state` (so two
 browser tabs own two independent handles) and reads `snapshot()` from its live view.
-Training happens in a worker process of the pool (explorer/runs/pool.py); the handle is the
-pool's job: it receives the worker's messages (rows, events, progress, notes, done) into
+Training happens in a worker of the run backend (explorer/runs/backend.py: the local pool,
+explorer/runs/pool.py, or Ray); the handle is the backend's job: it receives the worker's messages (rows, events, progress, notes, done) into
 the one row buffer the page draws from, and on `done` saves the run — finished, diverged,
 stopped or failed — to the store. Two things are never stored: a refused config (the
 scenario said it cannot run here; nothing ran) and a run that ended before its first
@@ -45,11 +45,13 @@ class Snapshot:
 
 
 class RunHandle:
-    """One run of one scenario config, trained by a worker of `pool`."""
+    """One run of one scenario config, trained by a worker of `pool` (a run backend). `session`: whose
+    run it is (a browser tab), for the backend's fair queue."""
 
     def __init__(self, scenario: Scenario, config: ScenarioConfig, store: RunStore | None = None,
-                 pool=None) -> None:
+                 pool=None, session: str = "") -> None:
         self.id = uuid.uuid4().hex[:12]
+        self.session = session
         self.scenario = scenario
         self.config = config       # the config the page draws it with (a view field may change; the key never does)
         self.store = store
@@ -78,8 +80,8 @@ class RunHandle:
     # --- lifecycle ---------------------------------------------------------------------
     @classmethod
     def start(cls, scenario: Scenario, config: ScenarioConfig, store: RunStore | None = None, *,
-              pool) -> "RunHandle":
-        handle = cls(scenario, config, store, pool)
+              pool, session: str = "") -> "RunHandle":
+        handle = cls(scenario, config, store, pool, session)
         pool.submit(handle)
         return handle
 

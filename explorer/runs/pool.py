@@ -1,8 +1,9 @@
 """The worker pool: a few warm `python -m explorer.runs.worker` processes that train the page's runs.
 
-The Streamlit process never trains. It hands a run (a `Job`: the page's `RunHandle`) to
-the pool; the pool gives it to an idle warm worker, or queues it when every worker is
-busy, and relays the worker's JSON-line messages to the job as they arrive. One pool
+The local run backend (explorer/runs/backend.py), the embedded default. The Streamlit process
+never trains. It hands a run (a `Job`: the page's `RunHandle`) to the pool; the pool gives it to
+an idle warm worker, or queues it (fairly between sessions: `backend.FairQueue`) when every
+worker is busy, and relays the worker's JSON-line messages to the job as they arrive. One pool
 serves every browser tab of a server, so its size bounds the runs training at once:
 one worker per core, at most `MAX_WORKERS` (`EXPLORER_WORKERS` overrides).
 
@@ -27,27 +28,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from explorer.runs.processes import end_tree, how_it_ended
+from explorer.runs.backend import BackendStatus, FairQueue, Job, waiting_words
+from explorer.runs.processes import crash_line, end_tree, how_it_ended
 from scenarios.base import Machine
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_WORKERS = 4
 STOP_GRACE_S = 0.4   # a run asked to stop has this long to end before its worker is ended
-CRASH_TAIL_CHARS = 4000
-
-
-class Job(Protocol):
-    """What the pool trains: the page's run handle."""
-
-    id: str
-
-    def request(self) -> dict[str, Any]: ...        # {"module", "cls", "config", "ranks"}
-    def receive(self, message: dict[str, Any]) -> None: ...
 
 
 def pool_size(cores: int | None = None) -> int:
@@ -69,6 +61,8 @@ class Worker:
 
 
 class WorkerPool:
+    name = "local"
+
     def __init__(self, size: int | None = None, env: dict[str, str] | None = None) -> None:
         self.size = size or pool_size()
         # A worker imports a run's scenario by the module name this process knows it by.
@@ -76,7 +70,7 @@ class WorkerPool:
         self._env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
         self._lock = threading.Condition()
         self._workers: list[Worker] = []
-        self._queue: deque[Job] = deque()
+        self._queue = FairQueue()
         self._machine: Machine | None = None
         self._closed = False
         self._failure: str | None = None  # why no worker could start, once none could
@@ -92,17 +86,18 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("the worker pool is shut down")
             failure = self._failure
-            if failure is None:
-                self._queue.append(job)
+            refusal = self._queue.admit(job) if failure is None else None
+            if failure is None and refusal is None:
                 self._dispatch()
         if failure is not None:
             job.receive({"kind": "done", "id": job.id, "status": "failed", "error": failure})
+        elif refusal is not None:
+            job.receive({"kind": "done", "id": job.id, "status": "refused", "error": refusal})
 
     def cancel(self, job: Job) -> None:
         """Stop a job: drop it from the queue, or ask its worker and end the worker if it does not answer."""
         with self._lock:
-            if job in self._queue:
-                self._queue.remove(job)
+            if self._queue.remove(job):
                 worker = None
             else:
                 worker = next((w for w in self._workers if w.job is job), None)
@@ -125,7 +120,7 @@ class WorkerPool:
     def _prepare(self, ranks: int) -> None:
         """`prepare`, holding the lock. Asked before any worker is warm (a page read while the
         server starts), the first worker to be ready starts them."""
-        if self._closed or self._queue or any(w.job is not None for w in self._workers):
+        if self._closed or len(self._queue) or any(w.job is not None for w in self._workers):
             return
         idle = [w for w in self._workers if w.ready and not w.ending]
         self._wanted_ranks = 0 if idle else ranks
@@ -147,8 +142,18 @@ class WorkerPool:
                 return None
             if not any(w.ready for w in self._workers):
                 return "a worker is warming up, importing torch and the scenarios"
-            ahead = list(self._queue).index(job)
-            return f"queued ({ahead} ahead)" if ahead else "queued (next in line)"
+            ready = [w for w in self._workers if w.ready and not w.ending]
+            return waiting_words(self._queue.ahead_of(job, self._holding()), sum(w.job is None for w in ready),
+                                 len(ready))
+
+    def status(self) -> BackendStatus:
+        with self._lock:
+            ready = [w for w in self._workers if w.ready and not w.ending]
+            return BackendStatus("local", len(ready), sum(w.job is None for w in ready), len(self._queue))
+
+    def _holding(self) -> Counter:
+        """The workers each session holds now."""
+        return Counter(getattr(w.job, "session", "") or "" for w in self._workers if w.job is not None)
 
     def machine(self, wait_s: float = 0.0) -> Machine | None:
         """The facts a worker reported about this machine (None until one has imported torch)."""
@@ -178,7 +183,7 @@ class WorkerPool:
             if self._closed:
                 return
             self._closed = True
-            queued, self._queue = list(self._queue), deque()
+            queued = self._queue.drain()
             workers = list(self._workers)
             for worker in workers:
                 worker.ending = True
@@ -216,11 +221,11 @@ class WorkerPool:
 
     def _dispatch(self) -> None:
         """Give queued jobs to idle warm workers (holding the lock)."""
-        while self._queue:
+        while len(self._queue):
             idle = [w for w in self._workers if w.ready and w.job is None and not w.ending]
             if not idle:
                 return
-            job = self._queue.popleft()
+            job = self._queue.take(self._holding())
             request = job.request()
             ranks = request.get("ranks", 0)  # a distributed run goes where its rank processes wait
             idle = (max if ranks else min)(idle, key=lambda w: w.spares)
@@ -265,7 +270,7 @@ class WorkerPool:
                     self._spawn()  # a run crashed it: a fresh one takes its place
                 elif crashed and not self._workers:  # none could start: say why, do not loop
                     self._failure = f"no worker could start ({how_it_ended(code)}): {why}"
-                    stranded, self._queue = list(self._queue), deque()
+                    stranded = self._queue.drain()
             self._lock.notify_all()
         if job is not None:
             job.receive({"kind": "done", "id": job.id, "status": "failed",
@@ -286,14 +291,3 @@ class WorkerPool:
         threading.Thread(target=end_tree, args=(worker.proc,), daemon=True).start()
         job.receive({"kind": "done", "id": job.id, "status": "stopped"})
 
-
-def crash_line(stderr) -> str:
-    """The last error line a dead worker wrote (its traceback's last line, usually)."""
-    try:
-        stderr.seek(0, os.SEEK_END)
-        stderr.seek(max(0, stderr.tell() - CRASH_TAIL_CHARS))
-        lines = [line.strip() for line in stderr.read().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        lines = []
-    errors = [line for line in lines if "Error" in line or "Exception" in line or "Killed" in line]
-    return (errors or lines or ["it wrote nothing before it ended"])[-1]

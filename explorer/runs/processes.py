@@ -6,6 +6,7 @@ it from wherever the platform keeps it (/proc on Linux, sysctl on macOS, the too
 on Windows), and ends a process only if it is still the one found (the start time is checked),
 so an ended child whose id was reused is never signalled.
 """
+import os
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable
 import psutil
 
 TERM_GRACE_S = 0.3   # SIGTERM, then this long before SIGKILL
+CRASH_TAIL_CHARS = 4000
 
 
 def _below(pid: int) -> list[psutil.Process]:
@@ -73,6 +75,16 @@ def end_tree(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
             pass
 
 
+def crash_line(stderr) -> str:
+    """The last error line a dead worker wrote (its traceback's last line, usually)."""
+    try:
+        stderr.seek(0, os.SEEK_END)
+        stderr.seek(max(0, stderr.tell() - CRASH_TAIL_CHARS))
+        lines = [line.strip() for line in stderr.read().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        lines = []
+    errors = [line for line in lines if "Error" in line or "Exception" in line or "Killed" in line]
+    return (errors or lines or ["it wrote nothing before it ended"])[-1]
 def how_it_ended(code: int) -> str:
     """A process's end in words: `exit code 1`, or the signal that killed it by name (a negative
     return code), with the usual sender of SIGKILL named."""

@@ -24,8 +24,8 @@ class SeedsRun(RunHandle):
     """One worker run of `config` at each of `seeds`; `views()` gives one `SeedView` per seed."""
 
     def __init__(self, scenario: Scenario, config: ScenarioConfig, seeds: list[int], store: RunStore | None = None,
-                 pool=None) -> None:
-        super().__init__(scenario, config, store, pool)
+                 pool=None, session: str = "") -> None:
+        super().__init__(scenario, config, store, pool, session)
         self.seeds = list(seeds)
         self._by_seed: dict[int, list[tuple]] = {seed: [] for seed in self.seeds}
         self._seed_events: dict[int, list[dict[str, Any]]] = {seed: [] for seed in self.seeds}
@@ -34,8 +34,8 @@ class SeedsRun(RunHandle):
 
     @classmethod
     def start_seeds(cls, scenario: Scenario, config: ScenarioConfig, seeds: list[int], store: RunStore | None = None,
-                    *, pool) -> "SeedsRun":
-        run = cls(scenario, config, seeds, store, pool)
+                    *, pool, session: str = "") -> "SeedsRun":
+        run = cls(scenario, config, seeds, store, pool, session)
         pool.submit(run)
         return run
 
@@ -155,9 +155,10 @@ class SeedView:
 
 
 def start_seeds_or_load(scenario: Scenario, config: ScenarioConfig, seeds: list[int], *, store: RunStore, pool,
-                        fresh: bool = False) -> list:
+                        fresh: bool = False, session: str = "") -> list:
     """One handle per seed, in seed order: a stored complete run of that seed's config where there is one
-    (unless `fresh`), and for the rest the views of one `SeedsRun` that trains them together."""
+    (unless `fresh`), and for the rest the views of one `SeedsRun` that trains them together (`session`:
+    the browser tab whose queue the backend serves it from)."""
     handles: dict[int, Any] = {}
     for seed in seeds:
         one = config.model_copy(update={"seed": seed})
@@ -166,8 +167,9 @@ def start_seeds_or_load(scenario: Scenario, config: ScenarioConfig, seeds: list[
             handles[seed] = RunHandle.from_stored(scenario, stored, store)
     missing = [seed for seed in seeds if seed not in handles]
     if len(missing) == 1:
-        handles[missing[0]] = RunHandle.start(scenario, config.model_copy(update={"seed": missing[0]}), store, pool=pool)
+        handles[missing[0]] = RunHandle.start(scenario, config.model_copy(update={"seed": missing[0]}), store, pool=pool,
+                                              session=session)
     elif missing:
-        for view in SeedsRun.start_seeds(scenario, config, missing, store, pool=pool).views():
+        for view in SeedsRun.start_seeds(scenario, config, missing, store, pool=pool, session=session).views():
             handles[view.seed] = view
     return [handles[seed] for seed in seeds]

@@ -1,25 +1,20 @@
-"""The run store: finished, stopped, diverged and failed runs in one SQLite file.
+"""The run store: every run in one SQLite file, embedded by default in the platform's user data
+folder (explorer/runs/store_home.py; `EXPLORER_STORE` names another). WAL mode lets the page read
+while a run is saved, and several processes write at once (each waits through `busy_timeout`).
 
-Embedded by default in the platform's user data folder (explorer/runs/store_home.py:
-~/.local/share/training-dynamics-explorer/runs.sqlite3 on Linux); set `EXPLORER_STORE` to another path. WAL mode lets the page read while a run is saved, and
-several processes write at once (each waits its turn through `busy_timeout`).
+A run is written in one transaction at its end (row, records, events), so a process killed mid-run
+leaves nothing that looks complete; but a run watched in a person's own script grows while it goes
+(explorer/runs/growing.py) and reads `running` while its writer lives, `incomplete` once it was
+killed. Results are keyed by scenario id + canonical config + code version: the same config on the
+same code is served from here instead of being trained again.
 
-A run is written in one transaction at the end — its row, its records and its events
-together — so a process killed mid-run leaves nothing behind that looks complete.
-Results are keyed by scenario id + canonical config + code version: the same config on
-the same code is served from here instead of being trained again.
-
-Non-finite values are kept as such. SQLite stores a NaN as NULL, so a record's `value` is
-NULL exactly when it is not finite, and its `nonfinite` column says which it was ('nan',
-'inf', '-inf'); reading puts the float back. (Schema 1 had `value REAL NOT NULL`, so one
-NaN made a run unsaveable; opening a schema-1 store migrates it, in one transaction.)
-A run may be given a name (the Runs page); schema 3 added the column, and opening a schema-1
-or schema-2 store adds it, empty, in the same transaction.
-
-A store that cannot be used says so in one line (`StoreError`) with what to do: at open, when it
-is not a database, of a newer schema, missing a column, or damaged (SQLite's quick_check); later,
-when a read meets damage the check missed. A store this process cannot write is refused for
-writing and, for commands that only read (`reading=True`), opened read-only.
+Non-finite values are kept: SQLite stores a NaN as NULL, so `value` is NULL exactly when it is not
+finite and `nonfinite` says which ('nan', 'inf', '-inf'); reading puts the float back. Opening a
+schema-1 store (`value REAL NOT NULL`) or schema-2 one (no `name` column) migrates it in one
+transaction. A store that cannot be used says so in one line (`StoreError`) with what to do: at
+open (not a database, a newer schema, a missing column, damage found by SQLite's quick_check) or
+when a later read meets damage. A store this process cannot write is refused for writing and, for
+commands that only read (`reading=True`), opened read-only.
 """
 import hashlib
 import json
@@ -37,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from explorer.runs.liveness import LIVE, RUNNING, settled
 from explorer.runs.store_home import store_path
 from explorer.runs.store_schema import (MIGRATE_1_TO_2, MIGRATE_2_TO_3, NONFINITE, SCHEMA, SCHEMA_VERSION, cannot_write,
                                         record_rows, schema_problem)
@@ -226,9 +222,10 @@ class RunStore:
         with self._connect() as db:
             frame = pd.read_sql_query("SELECT arm, step, metric, value, nonfinite FROM records WHERE run_id = ? "
                                       "ORDER BY rowid", db, params=(run_id,))
+            status = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         nonfinite = frame.pop("nonfinite")
         frame["value"] = frame["value"].astype(float).mask(nonfinite.notna(), nonfinite.map(NONFINITE))
-        if len(frame):  # an unknown run id reads as no rows: not kept
+        if len(frame) and status and status[0] != RUNNING:  # an unknown run id, or a run still growing: not kept
             self._keep(run_id, frame)
         return frame.copy(deep=False)
 
@@ -245,12 +242,15 @@ class RunStore:
         return [dict(zip(("arm", "step", "kind", "message"), row)) for row in rows]
 
     def list_runs(self, scenario: str | None = None, limit: int = 200, status: str | None = None) -> list[StoredRun]:
-        """The newest runs first, of one scenario and one status when given."""
-        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", status)) if value]
-        query = f"SELECT {RUN_COLUMNS} FROM runs" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else "")
+        """The newest runs first, of one scenario and one status when given (`running` and
+        `incomplete` are both written `running`: which one a run is, is read when it is read)."""
+        written = RUNNING if status in LIVE else status
+        wheres = [(column, value) for column, value in (("scenario", scenario), ("status", written)) if value]
+        where = " WHERE " + " AND ".join(f"{c} = ?" for c, _ in wheres) if wheres else ""
+        query = f"SELECT {RUN_COLUMNS} FROM runs" + where
         with self._connect() as db:
             rows = db.execute(query + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in wheres), limit)).fetchall()
-        return [_stored(row) for row in rows]
+        return [stored for stored in map(_stored, rows) if status is None or stored.status == status]
 
     def count(self, scenario: str | None = None) -> int:
         query, params = "SELECT COUNT(*) FROM runs", ()
@@ -292,5 +292,6 @@ def _script(db: sqlite3.Connection, sql: str) -> None:
 
 def _stored(row: tuple) -> StoredRun:
     run_id, scenario, config_json, _key, code_version, status, created_at, duration_s, summary_json, error, name = row
-    return StoredRun(run_id, scenario, json.loads(config_json), code_version, status, created_at, duration_s,
-                     json.loads(summary_json), error, name)
+    summary = json.loads(summary_json)
+    return StoredRun(run_id, scenario, json.loads(config_json), code_version,
+                     settled(status, summary, created_at, duration_s), created_at, duration_s, summary, error, name)

@@ -2,6 +2,7 @@
 import datetime
 
 from explorer.runs.handle import RunHandle, Snapshot
+from explorer.runs.watched import WatchedHandle
 from explorer.view.seeds import SeedGroup
 
 
@@ -17,12 +18,15 @@ def steps_per_arm(frame) -> str:
 
 
 WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
-         "failed": "Failed", "refused": "Not run"}
+         "failed": "Failed", "refused": "Not run",
+         "incomplete": "Incomplete — its script ended without finishing it (killed?)"}
 
 
-def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | None = None) -> str:
+def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | WatchedHandle | None = None) -> str:
     if isinstance(handle, SeedGroup):
         return group_status_line(snap, handle)
+    if isinstance(handle, WatchedHandle):
+        return watched_status_line(snap, handle)
     steps = snap.steps
     if snap.running and snap.waiting and not steps:
         return f"Waiting: {snap.waiting} ({snap.elapsed_s:.1f} s)"
@@ -52,3 +56,13 @@ def group_status_line(snap: Snapshot, group: SeedGroup) -> str:
     ids = ", ".join(s.run_id for s in snaps if s.run_id)
     return (f"{WORDS.get(snap.status, snap.status)}: {len(snaps)} of {len(group.seeds)} {seeds} in "
             f"{snap.elapsed_s:.1f} s ({len(snaps) - served} trained, {served} from the run store) · runs {ids}")
+
+
+def watched_status_line(snap: Snapshot, handle: WatchedHandle) -> str:
+    """A run of a person's own script: how far it got (it has no known end), or how it ended."""
+    name = f"“{handle.name}” · " if handle.name else ""
+    every = handle.config.watch_every
+    measured = f"measured every {every} optimizer steps" if every > 1 else "measured every optimizer step"
+    if snap.running:
+        return f"Running in your script: {name}step {snap.steps}, {snap.elapsed_s:.0f} s · {measured} · run {snap.run_id}"
+    return f"{WORDS.get(snap.status, snap.status)}: {name}{snap.steps} steps in {snap.elapsed_s:.1f} s · {measured} · run {snap.run_id}"

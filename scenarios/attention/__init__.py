@@ -97,8 +97,9 @@ class Attention(Scenario):
         "Vaswani et al. 2017: 8 heads of d_model/8": {"heads": "1,2,4,8", "map_heads": 8},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"keys": 0.00425, "layer_logs": 0.00396, "run": 0.164, "steps": 0.00134, "token_layer_steps": 0.000199}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"keys": 0.00444, "layer_logs": 0.0033, "run": 0.00529, "steps": 0.000249, "token_layer_steps": 9.65e-05}
+    rates_reference = 0.1371  # the reference workload's CPU s beside the fit
     timed = ({"heads": "1,2,4,8", "steps": 40}, {"steps": 300, "heads": "1", "baseline": False}, {"keys": 64, "heads": "2", "steps": 100})
 
     def work(self, config: Config) -> Work:

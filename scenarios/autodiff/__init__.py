@@ -96,8 +96,9 @@ class Autodiff(Scenario):
         "Yosinski et al. 2014: transfer fades with relatedness": {"relatedness": 0.5},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"example_steps": 1.3e-06, "logs": 0.00266, "run": 0.0426, "steps": 0.000821}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"example_steps": 8.79e-07, "logs": 0.00125, "run": 0.0241, "steps": 0.000535}
+    rates_reference = 0.1341  # the reference workload's CPU s beside the fit
     timed = ({"pretrain_steps": 800, "finetune_steps": 30}, {"examples_b": 2000, "finetune_steps": 60, "pretrain_steps": 50},
              {"finetune_steps": 400, "pretrain_steps": 50})
 

@@ -102,9 +102,10 @@ class BatchSizeClipping(Scenario):
         "tanh RNN": {"rnn": "tanh"},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"batch_steps": 0.000732, "logs": 0.00149, "rnn_steps": 0.000401, "rnn_token_steps": 2.37e-05,
-             "run": 0.273}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"batch_steps": 0.00028, "example_steps": 4.18e-07, "logs": 0.000501, "rnn_steps": 0.00017,
+             "rnn_token_steps": 1.42e-05, "run": 0.26}
+    rates_reference = 0.1430  # the reference workload's CPU s beside the fit
     timed = ({"batch_sizes": "8,16,32,64,128,256,512,1024", "steps": 120, "rnn_steps": 20},
              {"rnn_steps": 150, "seq_len": 100, "steps": 20}, {"steps": 200, "rnn_steps": 100, "seq_len": 20})
 

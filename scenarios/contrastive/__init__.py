@@ -102,8 +102,9 @@ class Contrastive(Scenario):
         "more negatives (N = 512)": {"batch": 512},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"log_pairs": 5.78e-08, "logs": 0.00307, "pair_steps": 8.45e-10, "run": 0.0196, "steps": 0.00194}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"example_steps": 3.42e-07, "log_pairs": 5.6e-08, "pair_steps": 9.46e-10, "run": 0.0473, "steps": 0.000692}
+    rates_reference = 0.1405  # the reference workload's CPU s beside the fit
     timed = ({"batch": 512, "steps": 20}, {"steps": 600, "temperatures": "0.1", "batch": 64},
              {"embedding_dim": 64, "steps": 150, "temperatures": "0.02,1"})
 
@@ -153,7 +154,8 @@ class Contrastive(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"temperatures={config.temperatures}", len(taus_of(config)),
-                                   self.batched_bytes(config), machine.memory_available_bytes)
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

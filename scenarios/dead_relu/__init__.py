@@ -113,9 +113,10 @@ class DeadReLU(Scenario):
                                       "born_dead_depth": 50, "networks": 1024},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"born_layers": 0.000338, "born_macs": 1.49e-10, "layer_logs": 0.000263, "layer_steps": 0.000172,
-             "macs": 6.25e-11, "steps": 0.00105}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"born_layers": 5.08e-05, "born_macs": 1.14e-10, "layer_logs": 0.000318, "macs": 3.85e-11, "run": 0.00435,
+             "steps": 0.000531}
+    rates_reference = 0.1378  # the reference workload's CPU s beside the fit
     timed = ({"networks": 2048, "born_dead_depth": 30, "steps": 50}, {"width": 256, "depth": 3, "steps": 50, "networks": 64},
              {"steps": 400, "depth": 2, "networks": 64, "born_dead_depth": 10})
 

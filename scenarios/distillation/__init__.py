@@ -136,9 +136,10 @@ class Distillation(Scenario):
         "plenty of labels": {"transfer_size": 2000},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"log_macs": 5.58e-10, "student_examples": 1.15e-06, "student_logs": 0.000953,
-             "student_steps": 0.000565, "teacher_macs": 9.02e-11, "teacher_steps": 0.00129}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"run": 0.0219, "student_examples": 9.21e-07, "student_logs": 0.00115, "student_macs": 2.37e-10,
+             "student_steps": 0.000178, "teacher_macs": 8.15e-11, "teacher_steps": 0.000613}
+    rates_reference = 0.1371  # the reference workload's CPU s beside the fit
     timed = ({"teacher_width": 512, "teacher_steps": 100, "temperatures": "4"},
              {"transfer_size": 5000, "student_steps": 60, "temperatures": "1,2,4"}, {"student_steps": 400, "temperatures": "1,20"})
 
@@ -177,7 +178,8 @@ class Distillation(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"temperatures={config.temperatures}", len(arm_names(config)),
-                                   self.batched_bytes(config), machine.memory_available_bytes)
+                                   self.batched_bytes(config), machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         every = [arm_of(float(t)) for sweep in Sweep.__args__ for t in sweep.split(",")]

@@ -137,9 +137,10 @@ class DpoBeta(Scenario):
         "tabular only, to convergence": {"level": "tabular", "tabular_steps": 1000},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"run": 0.0185, "sequence_log_pairs": 2.74e-06, "sequence_logs": 0.00679, "sequence_steps": 0.00249,
-             "tabular_log_pairs": 1.93e-07, "tabular_steps": 0.000725}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"run": 0.0401, "sequence_log_pairs": 6.73e-07, "sequence_steps": 0.000652, "tabular_log_pairs": 1.29e-07,
+             "tabular_steps": 7.98e-05}
+    rates_reference = 0.1406  # the reference workload's CPU s beside the fit
     timed = ({"level": "sequence", "sequence_steps": 200, "betas": "0.1,1"}, {"level": "tabular", "tabular_steps": 500},
              {"pairs": 4096, "sequence_steps": 30, "tabular_steps": 100, "betas": "0.1,1"})
 
@@ -196,7 +197,8 @@ class DpoBeta(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"betas={config.betas}", len(betas_of(config)), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         betas = dict.fromkeys(float(b) for sweep in Sweep.__args__ for b in sweep.split(","))

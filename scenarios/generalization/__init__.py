@@ -109,8 +109,9 @@ class Generalization(Scenario):
         "Zhang et al. 2017: random labels": {"label_noise": 0.75},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"logs": 0.00182, "macs": 4.38e-11, "steps": 0.00102}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"logs": 0.00103, "macs": 3.42e-11, "steps": 0.000245}
+    rates_reference = 0.1347  # the reference workload's CPU s beside the fit
     timed = ({"width": 256, "steps": 40}, {"n": 2000, "steps": 300, "sweep": "none"}, {"steps": 200, "sweep": "100,1000"})
 
     def work(self, config: Config) -> Work:
@@ -179,7 +180,8 @@ class Generalization(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"width={config.width}, n={config.n}", len(MAIN_ARMS), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         sizes = sorted({int(n) for choice in Sweep.__args__ if choice != "none" for n in choice.split(",")})

@@ -97,8 +97,9 @@ class LoraRankSweep(Scenario):
         "a harder task: k = 16": {"k": 16},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"arms": 0.00777, "rank_steps": 6.72e-06, "steps": 0.00119}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"rank_steps": 2.36e-06, "run": 0.0151, "steps": 0.000158, "target_steps": 0.000104}
+    rates_reference = 0.1360  # the reference workload's CPU s beside the fit
     timed = ({"steps": 300, "ranks": "1,2,4,8"}, {"ranks": "8,16,32,64", "target_layers": "fc1", "steps": 250}, {"steps": 100})
 
     def work(self, config: Config) -> Work:
@@ -138,7 +139,8 @@ class LoraRankSweep(Scenario):
 
     def refusal(self, config: Config, machine: Machine) -> str | None:
         return arms_memory.refusal(f"ranks={config.ranks}", len(ranks_of(config)), self.batched_bytes(config),
-                                   machine.memory_available_bytes)
+                                   machine.memory_limit_bytes,
+                                   machine.memory_basis(arms_memory.FILL))
 
     def arm_universe(self) -> list[str]:
         return [FULL] + [arm_name(r) for r in ALL_RANKS]

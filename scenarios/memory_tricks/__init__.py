@@ -111,9 +111,9 @@ class MemoryTricks(Scenario):
         "Chen et al. 2016: 64 layers": {"layers": 64, "width": 64},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"resume_steps": 0.000891, "run": 0.0157, "sweep_layers": 0.000137, "sweep_macs": 1.27e-10,
-             "sweep_steps": 0.00416}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"resume_steps": 0.000508, "run": 0.0274, "sweep_layers": 0.000124, "sweep_macs": 1.04e-10}
+    rates_reference = 0.1397  # the reference workload's CPU s beside the fit
     timed = ({"layers": 32, "width": 256, "batch": 128, "timing_repeats": 3}, {"steps": 600, "timing_repeats": 1},
              {"width": 512, "layers": 8, "batch": 256, "timing_repeats": 2, "steps": 50})
 

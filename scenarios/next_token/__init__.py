@@ -26,13 +26,13 @@ it runs free, well past what it puts there when fed the true line (exposure bias
 sampling arm mixes the model's own samples into its training inputs, more as training goes on.
 Last, the same prompts sampled at temperatures 0.5–2: the entropy of what is drawn per token.
 """
-import math
 from typing import Literal
 
 import pandas as pd
 from pydantic import Field, model_validator
 
-from scenarios.base import Arm, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, Work, ScenarioConfig, in_turn, shown_by, together
+from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.next_token import claims, figures as look
 from scenarios.next_token.figures import (BI_P, BI_T, PROSE, PROSE_FACTS, SOURCE, SS, TF, TOPIC_ARMS, UNI_P, UNI_T)
@@ -100,7 +100,11 @@ class NextToken(Scenario):
                r"\text{perplexity} &= e^{L},\qquad \text{bits per byte} = \frac{L}{\ln 2}\cdot\frac{\text{tokens}}{\text{bytes}}"
                r"\qquad \text{sampling: } p_T(x) \propto e^{z_x/T}\end{aligned}")
     Config = Config
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"prose_vocab": 0.000673, "run": 0.186, "token_steps": 0.000154}
+    rates_reference = 0.1372  # the reference workload's CPU s beside the fit
     tiny = {"steps": 20, "line_length": 8, "context": 16, "prose_vocab": 256}
+    timed = ({"steps": 60, "context": 32}, {"steps": 40, "context": 64, "prose_vocab": 1024}, {"steps": 100, "context": 8, "line_length": 8})
     tiny_space = {"prose_vocab": [256], "context": [8, 16], "line_length": [4, 8]}
     presets = {
         "exposure bias, longer training": {"steps": 600},
@@ -165,7 +169,10 @@ class NextToken(Scenario):
                                                y_title="‖∂L/∂W‖ (probe)"),
         })
 
-    def estimate(self, config: Config):
-        from scenarios.base import Estimate
-        per_step = 0.006 * (config.context / 32) * 3.3 + 0.002 * config.prose_vocab / 512  # three arms, bench-calibrated
-        return Estimate(config.steps * per_step + 0.8 + 2 * math.log2(config.prose_vocab / 256) * 0.2)
+    def work(self, config: Config) -> Work:
+        """Three models side by side (the scheduled-sampling arm also samples its inputs), each step 16
+        windows of `context` tokens; the prose's BPE and counted baselines once; ~25 held-out evaluations."""
+        token_steps = 3 * config.steps * config.context
+        return Work({"steps": 3 * config.steps, "token_steps": token_steps, "vocab_steps": config.steps * config.prose_vocab,
+                     "prose_vocab": config.prose_vocab, "logs": 3 * logs(config.steps, 25)},
+                    floats=3 * (48 * 48 * 12 + (config.prose_vocab + 64) * 48 * 2) + 16 * config.context * 48 * 20)

@@ -7,6 +7,7 @@ from scenarios.next_token.figures import (BI_P, BI_T, MODES, PROSE, PROSE_FACTS,
                                           UNI_P, UNI_T, exposure_profile, quarter_median, temperatures)
 from scenarios.recorded import recorded
 from scenarios.records import Records
+from scenarios.words import noun
 
 
 def derived(records: Records, text: str, compute: Callable[[Records], float | None],
@@ -75,8 +76,9 @@ def prose_sentence(records: Records) -> Sentence | None:
     if None in (size, digest, per_byte) or None in values:
         return None
     baselines = [recorded(records, arm, "heldout_bpb") for arm in (BI_P, UNI_P)]
+    tokens = noun(float(f"{records.last(PROSE_FACTS, 'tokens_per_byte'):.3g}"), "token")  # plain bytes: 1 token per byte
     text = ("Prose ({} bytes of standard-library docstrings, sha256 {}…): held-out {} bits per byte ({} nats per "
-            "token at {} tokens per byte, perplexity {})")
+            f"token at {{}} {tokens} per byte, perplexity {{}})")
     if None in baselines:
         return say(text + ".", size, digest, *values[:2], per_byte, values[2])
     return say(text + "; counted bigram {}, unigram {} bits per byte.", size, digest, *values[:2], per_byte, values[2],

@@ -81,7 +81,7 @@ def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 def units_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     """The last held-out value of every model and baseline in nats per token, bits per byte and perplexity."""
     units = (("heldout_nats", "nats per token"), ("heldout_bpb", "bits per byte"), ("heldout_ppl", "perplexity (e^loss)"))
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[title for _, title in units], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08)
     floor = records.first(SOURCE, "entropy_rate")
     floor_units = {"heldout_nats": floor, "heldout_bpb": records.first(SOURCE, "entropy_rate_bpb"),
                    "heldout_ppl": math.exp(floor) if floor is not None else None}
@@ -96,7 +96,9 @@ def units_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_bar(x=values, y=names, orientation="h", marker_color=shades, showlegend=False, row=1, col=col,
                     text=[f"{v:.3g}" for v in values], textposition="auto",
                     hovertemplate=f"%{{y}}<br>{title} %{{x:.4g}}<extra></extra>")
+        fig.update_xaxes(title_text=title, row=1, col=col)
     fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="model or baseline", col=1)
     fig.update_yaxes(showticklabels=False, col=2)
     fig.update_yaxes(showticklabels=False, col=3)
     fig.update_layout(title="The held-out loss in three units (last evaluation)", height=420,

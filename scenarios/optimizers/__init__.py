@@ -107,8 +107,9 @@ class Optimizers(Scenario):
         "Loshchilov & Hutter 2019: AdamW's decay, λ = 0.5": {"weight_decay": 0.5, "adam_lr": 0.01},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"net_logs": 0.000876, "net_steps": 0.00104, "run": 0.00834, "steps": 0.000331}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"net_logs": 0.00019, "net_steps": 0.000368, "run": 0.00813, "steps": 8.34e-05, "surface_logs": 3.56e-05}
+    rates_reference = 0.1389  # the reference workload's CPU s beside the fit
     timed = ({"steps": 800, "net_steps": 10}, {"net_steps": 300, "steps": 10}, {"steps": 300, "net_steps": 150})
 
     def work(self, config: Config) -> Work:

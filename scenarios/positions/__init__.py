@@ -83,8 +83,10 @@ class Positions(Scenario):
         "trained on 4 tokens": {"train_length": 4},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"head_layer_steps": 0.00179, "run": 0.425, "snapshots": 0.000886, "token_layer_steps": 3.59e-05}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"head_layer_steps": 0.000912, "run": 0.269, "snapshots": 0.000745, "token_layer_logs": 3.23e-05,
+             "token_layer_steps": 1.52e-05}
+    rates_reference = 0.1388  # the reference workload's CPU s beside the fit
     timed = ({"train_length": 16, "steps": 20}, {"layers": 2, "heads": 4, "steps": 20}, {"train_length": 4, "steps": 80})
 
     def work(self, config: Config) -> Work:

@@ -127,9 +127,10 @@ class RlhfPpo(Scenario):
         "Ouyang et al. 2022 (InstructGPT: β = 0.02)": {"beta": 0.02},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"logs": 0.00787, "reward_pair_steps": 4.59e-07, "reward_steps": 0.0013, "run": 0.0472,
-             "samples": 6.43e-06, "steps": 0.00216, "tabular_steps": 0.000814}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"logs": 0.00402, "reward_pair_steps": 2.45e-07, "reward_steps": 0.000669, "run": 0.0117, "samples":
+             2.24e-06, "steps": 0.00117, "tabular_steps": 0.000439}
+    rates_reference = 0.1396  # the reference workload's CPU s beside the fit
     timed = ({"steps": 250, "ppo_epochs": 2}, {"reward_steps": 500, "pairs": 2048, "steps": 40},
              {"level": "tabular", "steps": 800, "reward_steps": 500})
 

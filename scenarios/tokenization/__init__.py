@@ -26,7 +26,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, model_validator
 
-from scenarios.base import Arm, Estimate, Scenario, ScenarioConfig, in_turn, shown_by, together
+from scenarios.base import Arm, Scenario, Work, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
@@ -82,7 +82,12 @@ class Tokenization(Scenario):
                r"\quad(k\text{-th merge})\\ \text{bits per byte} &= \frac{L_{\text{nats/token}}}{\ln 2}\cdot"
                r"\frac{\text{tokens}}{\text{bytes}},\qquad C \approx 6\,N\,D\ \text{(training FLOPs)}\end{aligned}")
     Config = Config
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"lm_budget_steps": 0.00433, "merges": 0.000148, "prose_kib": 0.00219, "run": 0.292}
+    rates_reference = 0.1371  # the reference workload's CPU s beside the fit
     tiny = {"vocab_size": 320, "prose_kib": 16, "budget_steps": 10}
+    timed = ({"prose_kib": 32, "vocab_size": 1024, "budget_steps": 40}, {"prose_kib": 64, "vocab_size": 512, "budget_steps": 100},
+             {"prose_kib": 16, "vocab_size": 1024, "budget_steps": 20})
     tiny_space = {"prose_kib": [16, 32]}
     presets = {
         "GPT-2 style, 4096 tokens": {"vocab_size": 4096},
@@ -104,9 +109,14 @@ class Tokenization(Scenario):
     def arm_universe(self) -> list[str]:
         return [PRE, RAW, *dict.fromkeys(lm_label(size) for size in COMMON_SIZES)]
 
-    def estimate(self, config: Config) -> Estimate:
-        # s: the BPEs (no pre-split dominates, ~linear in the text), then the LMs (the same FLOPs each)
-        return Estimate(0.4 + 1.2 * config.prose_kib / 160 + len(lm_sizes(config)) * config.budget_steps * 0.006)
+    def work(self, config: Config) -> Work:
+        """Two BPEs over the prose (the one without a pre-split counts pairs across words: the dearer),
+        then an LM per vocabulary size at one compute budget: each spends the byte-level model's FLOPs
+        of `budget_steps` (fewer, dearer steps as the vocabulary grows)."""
+        sizes = lm_sizes(config)
+        return Work({"prose_kib": config.prose_kib, "merges": config.vocab_size - 256,
+                     "lm_budget_steps": len(sizes) * config.budget_steps},
+                    floats=sum(size * 64 * 4 for size in sizes) + config.prose_kib * 1024 * 8)
 
     def summarize(self, frame: pd.DataFrame, config: Config) -> dict:
         records = Records(frame)

@@ -114,8 +114,9 @@ class VanishingGradients(Scenario):
         steps, log_every = config.steps, max(1, math.ceil(config.steps / 100))
         return together(*(Arm(name, train_arm(arm, log_every), steps) for name, arm in arms_of(config).items()))
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"layer_logs": 0.000259, "layer_steps": 4.72e-05, "macs": 1.01e-10, "steps": 0.00108}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"layer_logs": 0.000162, "macs": 6.7e-11, "steps": 0.000549}
+    rates_reference = 0.1350  # the reference workload's CPU s beside the fit
     timed = ({"depth": 30, "steps": 60}, {"width": 256, "depth": 4, "steps": 100}, {"steps": 400, "contrast": "none"})
 
     def work(self, config: Config) -> Work:

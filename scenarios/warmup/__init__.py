@@ -124,8 +124,9 @@ class Warmup(Scenario):
         "6 blocks, 200 steps (Xiong et al. style)": {"layers": 6, "steps": 200, "warmup_steps": 100, "lr": 2e-2},
     }
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"layer_logs": 0.000347, "layer_steps": 0.00224, "run": 0.0749, "steps": 0.00169}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04, rates_reference beside them):
+    rates = {"layer_logs": 0.000445, "layer_steps": 0.00092, "run": 0.0156, "steps": 0.00071}
+    rates_reference = 0.1366  # the reference workload's CPU s beside the fit
     timed = ({"layers": 8, "steps": 25}, {"steps": 150, "layers": 2, "contrast": "none"}, {"layers": 1, "steps": 150})
 
     def work(self, config: Config) -> Work:

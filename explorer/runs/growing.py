@@ -1,0 +1,80 @@
+"""Runs written while they go on: a watched run's row, records and events arrive over its life.
+
+A scenario's run is written once, at its end, all or nothing (explorer/runs/store.py). A run
+watched in a person's own script (`from explorer import watch`) is written as it goes, so the
+page can follow it: `begin` adds its row with status `running`, each `append` adds records and
+events in one transaction and beats the row's heartbeat (`duration_s`, the seconds from its
+start to the last beat), `end` says how it ended and writes its summary.
+
+A running row names the process that writes it; a reader that finds that process gone reads the
+run as `incomplete` (explorer/runs/liveness.py): nothing has to clean up after a killed script.
+"""
+import json
+import math
+import time
+import uuid
+from typing import Any
+
+import pandas as pd
+
+from explorer.runs.liveness import RUNNING, writer_identity
+from explorer.runs.store import RUN_COLUMNS, RunStore, canonical, result_key
+
+def begin(store: RunStore, scenario: str, config: dict[str, Any], code_version: str, name: str | None) -> str:
+    """Add a running run's row (no records yet); its run id."""
+    run_id = uuid.uuid4().hex[:12]
+    summary = {"status": RUNNING, "writer": writer_identity()}
+    with store._connect() as db:
+        db.execute(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+            run_id, scenario, canonical(config), result_key(scenario, config, code_version), code_version, RUNNING,
+            time.time(), 0.0, json.dumps(summary), None, name))
+    return run_id
+
+
+def append(store: RunStore, run_id: str, rows: list[tuple[str, int, str, float]],
+           events: list[dict[str, Any]] = ()) -> None:
+    """Records and events of a running run, and its heartbeat, in one transaction."""
+    with store._connect() as db:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?)", _record_values(run_id, rows))
+            db.executemany("INSERT INTO events VALUES (?,?,?,?,?)",
+                           ((run_id, e["arm"], e["step"], e["kind"], e["message"]) for e in events))
+            db.execute("UPDATE runs SET duration_s = ? - created_at WHERE run_id = ?", (time.time(), run_id))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _record_values(run_id: str, rows: list[tuple[str, int, str, float]]):
+    """The records table's rows (as explorer/runs/store.py writes them: a non-finite value as NULL and its
+    kind), straight from the tuples: no frame is built for a flush (the writer shares the GIL with training)."""
+    for arm, step, metric, value in rows:
+        if math.isfinite(value):
+            yield run_id, arm, step, metric, value, None
+        else:
+            yield run_id, arm, step, metric, None, "nan" if value != value else ("inf" if value > 0 else "-inf")
+
+
+def end(store: RunStore, run_id: str, status: str, summary: dict[str, Any], error: str | None = None) -> None:
+    """How the run ended (finished, diverged, stopped, failed), its summary and error."""
+    with store._connect() as db:
+        db.execute("UPDATE runs SET status = ?, summary_json = ?, error = ?, duration_s = ? - created_at "
+                   "WHERE run_id = ?", (status, json.dumps({**summary, "status": status}), error, time.time(), run_id))
+
+
+def records_since(store: RunStore, run_id: str, after: int = 0) -> tuple[pd.DataFrame, int]:
+    """The run's records added after row `after` (0: all), and the row to ask after next time.
+    Rows of one run are read through its index in the order they were written."""
+    with store._connect() as db:
+        rows = db.execute("SELECT rowid, arm, step, metric, value, nonfinite FROM records WHERE run_id = ? "
+                          "AND rowid > ? ORDER BY rowid", (run_id, after)).fetchall()
+    if not rows:
+        return pd.DataFrame(columns=["arm", "step", "metric", "value"]), after
+    frame = pd.DataFrame(rows, columns=["rowid", "arm", "step", "metric", "value", "nonfinite"])
+    last = int(frame["rowid"].iloc[-1])
+    nonfinite = frame.pop("nonfinite")
+    frame["value"] = frame["value"].astype(float).mask(nonfinite.notna(), nonfinite.map(
+        {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}))
+    return frame.drop(columns="rowid"), last
