@@ -143,8 +143,9 @@ class Finetuning(Scenario):
         return [*STARTS.values(), PRE, DOMAIN, SFT_RESPONSE, SFT_ALL,
                 *(classifier_label(start, n) for n in (100, 320, 1000) for start in STARTS)]
 
-    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04):
-    rates = {"classifier_steps": 0.003, "lm_steps": 0.0053, "run": 0.653, "sft_byte_steps": 0.000269}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-04 21:21, load 6-8, rates_reference beside them):
+    rates = {"classifier_steps": 0.00333, "lm_steps": 0.00721, "run": 0.793, "sft_byte_steps": 0.000326}
+    rates_reference = 0.1529  # the reference workload's CPU s beside the fit
     timed = ({"pretrain_steps": 100, "domain_steps": 10, "sft_steps": 10, "classifier_steps": 10},
              {"sft_steps": 60, "length": 6, "pretrain_steps": 10, "domain_steps": 10, "classifier_steps": 10},
              {"classifier_steps": 100, "most_labels": 100, "pretrain_steps": 10, "domain_steps": 50, "sft_steps": 10})
