@@ -29,6 +29,9 @@ REL = 1e-9        # a stated number is the recorded one
 GAVE_BACK = 0.25  # a curve "gave back" its rise when it ended ≥ 25% of (peak − first) below its peak
 
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
 def fmt(value: float) -> str:
     """Three significant digits; powers of ten written out for the very small and very large."""
     if value is None or not math.isfinite(value):
@@ -37,7 +40,7 @@ def fmt(value: float) -> str:
         return "0"
     if abs(value) >= 1e5 or abs(value) < 1e-3:
         mantissa, exponent = f"{value:.2e}".split("e")
-        return f"{mantissa}×10^{int(exponent)}"
+        return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"  # one text for the page and the terminal
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 

@@ -70,7 +70,7 @@ def test_a_relu_net_at_lr_half_is_told_its_dead_units_and_large_updates() -> Non
     dead = sentence(text, "Dead units")
     assert "(a ReLU follows)" in dead and "`6`" in dead, dead
     updates = sentence(text, "Update-to-weight ratios far")
-    assert "above 10^-2" in updates, updates
+    assert "above 10⁻²" in updates, updates
 
 
 def test_one_module_initialised_a_thousand_times_larger_is_named() -> None:
@@ -84,7 +84,7 @@ def test_one_module_initialised_a_thousand_times_larger_is_named() -> None:
     assert "grows" in jump and "to `4`" in jump, jump
     updates = sentence(text, "Update-to-weight ratios far")
     assert updates.split(": ", 1)[1].startswith("`4` "), updates
-    assert "below 10^-4" in updates, updates
+    assert "below 10⁻⁴" in updates, updates
 
 
 def test_a_raised_learning_rate_is_told_as_a_loss_spike_from_where_it_began() -> None:

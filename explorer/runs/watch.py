@@ -102,7 +102,7 @@ class WatchedRun:
 
     def diagnosis(self) -> list[str]:
         """What to look for in this run, one sentence each, read from its records (the page's and
-        `python -m explorer show RUN_ID`'s words)."""
+        `python -m explorer show RUN_ID`'s words), as terminal text: Unicode powers, no markdown."""
         if self.recorder is None:
             return []
         import pandas as pd
@@ -111,7 +111,8 @@ class WatchedRun:
         frame = pd.DataFrame(self.rows(), columns=["arm", "step", "metric", "value"])
         explanation = scenario.explain(frame, scenario.validate(self.recorder.config))
         sentences = [explanation.takeaway, *explanation.details] if explanation.takeaway else []
-        return [sentence.text for sentence in sentences] or [explanation.waiting]
+        from explorer.plaintext import terminal_text
+        return [terminal_text(sentence.text) for sentence in sentences] or [terminal_text(explanation.waiting)]
 
     def __enter__(self) -> "WatchedRun":
         return self

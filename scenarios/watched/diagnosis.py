@@ -106,16 +106,16 @@ def updates(records: Records, arm: str, names: list[str]) -> Sentence | None:
                  key=lambda layer: -abs(_log10(medians[layer]) + 3))
     if not far:
         lowest, highest = min(medians, key=medians.get), max(medians, key=medians.get)
-        return say("Update-to-weight ratios: every module's median is within a decade of the usual ~10^-3, from {} to {}.",
+        return say("Update-to-weight ratios: every module's median is within a decade of the usual ~10⁻³, from {} to {}.",
                    *(Computed(f"{{}} (`{names[layer - 1]}`)", medians[layer], median_of(arm, "update_ratio", layer))
                      for layer in (lowest, highest)))
     claims = [Computed(f"`{names[layer - 1]}` {{}}", medians[layer], median_of(arm, "update_ratio", layer),
                        shown="0 (no weight changed in its dtype)" if medians[layer] == 0 else "")
               for layer in far[:NAMED]]
     above, below = sum(medians[f] > high for f in far), sum(medians[f] < low for f in far)
-    counts = ", ".join(part for part in (f"{above} above 10^-2" if above else "", f"{below} below 10^-4" if below else "")
+    counts = ", ".join(part for part in (f"{above} above 10⁻²" if above else "", f"{below} below 10⁻⁴" if below else "")
                        if part)
-    return say("Update-to-weight ratios far from the usual ~10^-3 (median over logged steps; " + f"{counts} of "
+    return say("Update-to-weight ratios far from the usual ~10⁻³ (median over logged steps; " + f"{counts} of "
                f"{len(medians)} modules): " + ", ".join(["{}"] * len(claims)) + ".", *claims)
 
 
