@@ -46,6 +46,8 @@ EXTRA: dict[str, list[dict]] = {
                   {"networks": 512, "born_dead_depth": 100, "born_dead_widths": "2,4,8,16,32", "steps": 20},
                   {"width": 128, "depth": 2, "steps": 300, "networks": 32}, {"steps": 50, "born_dead_depth": 50}],
     "warmup": [{"layers": 12, "steps": 100}, {"layers": 4, "steps": 30, "contrast": "none"}],
+    "pretrain-finetune": [{"domain_steps": 600, "pretrain_steps": 10, "sft_steps": 10, "classifier_steps": 10},
+                          {"sft_steps": 400, "length": 2, "pretrain_steps": 10, "domain_steps": 10, "classifier_steps": 10}],
     "attention": [{"keys": 64, "steps": 10}, {"pairs": 12, "layers": 2, "steps": 200, "heads": "4,8"},
                   {"steps": 40, "heads": "1,2"}],
     "positions": [{"train_length": 16, "layers": 2, "steps": 200}, {"train_length": 4, "steps": 40},
