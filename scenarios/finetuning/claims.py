@@ -1,5 +1,5 @@
 """What the pretraining-then-fine-tuning page says, each number a claim its records prove (re-derived when checked)."""
-from scenarios.claims import Computed
+from scenarios.claims import SUPERSCRIPT, Computed
 from scenarios.explanation import Sentence, say
 from scenarios.finetuning.figures import DOMAIN, PRE, SFT_ALL, SFT_RESPONSE, STARTS, classifier_arms, groups_of
 from scenarios.recorded import percent, recorded
@@ -65,7 +65,7 @@ def schedule_sentence(records: Records) -> Sentence | None:
     started = [_first_trained(records, arm, level) for level in (levels[-1], levels[0])]
     slots = ", ".join(["{}"] * len(rates))
     text = (f"ULMFiT's classifier ({arm}): η_l from the embeddings up {slots}; top over embeddings {{}} "
-            f"(2.6^{len(levels) - 1} = {2.6 ** (len(levels) - 1):.4g})")
+            f"(2.6{str(len(levels) - 1).translate(SUPERSCRIPT)} = {2.6 ** (len(levels) - 1):.4g})")
     if None in started:
         return say(text + ".", *rates, ratio)
     return say(text + "; under the slanted triangle and gradual unfreezing the top group first stepped at logged step "
