@@ -39,12 +39,12 @@ def test_the_estimate_is_said_beside_run() -> None:
 
 def test_the_issues_link_says_its_estimate_waits_and_run_asks_once() -> None:
     at = opened("memory-tricks", REPRO)
-    assert "This run would take about" in notes(at) and " min" in notes(at), notes(at)
+    assert "This run would take about" in notes(at) and "Auto-run waits for you" in notes(at), notes(at)
     assert started(at) is None, "opening a link starts nothing"
     at.sidebar.slider(key="memory-tricks.steps").set_value(1999).run()  # a move, with auto-run on
     time.sleep(0.5)  # past the auto-run pause
     at.run()
-    assert started(at) is None, "auto-run started a run estimated at minutes"
+    assert started(at) is None, "auto-run started a run estimated past 60 s"
     at.button(key="run").click().run()
     assert "Press Run again to start it" in notes(at), notes(at)
     assert started(at) is None, "the first press only asks"
