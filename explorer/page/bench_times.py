@@ -27,6 +27,10 @@ DEFAULT_RUN_S: dict[str, float] = {
     "ddp-fsdp-memory": 9.82,
     "mixed-precision": 2.20,
     "collectives": 5.07,
+    "tokenization": 3.76,        # these four: 2026-12-04 (README, Speed)
+    "next-token": 3.75,
+    "masked-vs-causal": 6.07,
+    "pretrain-finetune": 7.33,
 }
 
 
