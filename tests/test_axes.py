@@ -47,3 +47,16 @@ def test_no_log_axis_keeps_bare_digit_ticks(scenario) -> None:
             axis = figure.layout[key]
             if axis.type == "log" and is_own_log_ticks(axis):
                 assert axis.dtick not in ("D1", "D2"), f"{scenario.id}/{name}/{key}: dtick {axis.dtick}"
+
+
+def test_a_line_far_from_the_data_keeps_an_integer_axis_from_a_tick_at_every_integer() -> None:
+    """Tokenization's first record (x = 256) beside its vocabulary line (x = 2048): a tick per integer
+    would be ~2,600 labels, which froze the browser for 36 s while plotly fitted them."""
+    from explorer.view.look import polish
+    figure = go.Figure(go.Scatter(x=[256], y=[1.0]))
+    figure.add_vline(x=2048)
+    figure.update_xaxes(title_text="vocabulary size")
+    assert polish(figure).layout.xaxis.dtick is None, figure.layout.xaxis.dtick
+    near = go.Figure(go.Scatter(x=[1, 2, 3], y=[1.0, 2.0, 3.0]))
+    near.update_xaxes(title_text="step")
+    assert polish(near).layout.xaxis.dtick == 1, "three integers still get a tick each"

@@ -85,6 +85,16 @@ def _values(figure: go.Figure, key: str) -> list:
     return found
 
 
+def _shape_values(figure: go.Figure, key: str) -> list[float]:
+    """The coordinates that shapes (add_vline, add_hline, rectangles) place on axis `key` in data units."""
+    letter, ref = key[0], key[0] + key[5:]
+    found: list[float] = []
+    for shape in figure.layout.shapes:
+        if (getattr(shape, letter + "ref", None) or letter) == ref:
+            found += [float(v) for v in (getattr(shape, letter + "0"), getattr(shape, letter + "1")) if _is_number(v)]
+    return found
+
+
 def _log_ticks(figure: go.Figure, axes: list[str]) -> None:
     for key in axes:
         axis = figure.layout[key]
@@ -104,7 +114,8 @@ def _integer_ticks(figure: go.Figure, axes: list[str]) -> None:
                    and math.isfinite(v)]
         if not numbers or len(numbers) != len(values) or not all(v.is_integer() for v in numbers):
             continue
-        low, high = (axis.range if axis.range is not None else (min(numbers), max(numbers)))
+        drawn = numbers + _shape_values(figure, key)  # a line drawn at x = 2048 stretches the axis to it
+        low, high = (axis.range if axis.range is not None else (min(drawn), max(drawn)))
         if high - low <= INTEGER_SPAN:
             axis.update(tick0=0, dtick=1)
 
