@@ -117,7 +117,12 @@ function draw(chart) {
     const started = performance.now();
     const figure = JSON.parse(data.figure);
     Plotly.react(chart, figure.data, themed(figure.layout, chart.__parent),
-                 {displaylogo: false, responsive: true}).then(() => {
+                 {displaylogo: false, responsive: true}).finally(() => {
+      // Versions are content hashes: the same figure can come again after a placeholder reset, and
+      // must then be drawn again, so the guard above holds only while this draw is under way.
+      if (chart.__drawing === data.version) chart.__drawing = undefined;
+    }).then(() => {
+      if (chart.dataset.version !== data.version) return;  // reset or replaced while drawing
       chart.dataset.drawn = data.version;
       // The live status line reports the drawing time with its next poll: the view's budget covers it.
       window.__explorerDrawMs = (window.__explorerDrawMs || 0) + performance.now() - started;
@@ -156,6 +161,7 @@ function update(chart, parentElement, data, plotly) {
   if (!data.figure) {  // a placeholder: the server builds this chart once it is in view
     if (chart.dataset.version) {  // a figure of an earlier run must not stand in for this run's
       chart.dataset.version = chart.dataset.drawn = "";
+      chart.__drawing = undefined;
       if (window.Plotly) window.Plotly.purge(chart);
     }
     return;

@@ -86,6 +86,28 @@ def test_a_chart_far_below_the_screen_is_drawn_when_scrolled_to(page, app_url) -
     assert last.locator(PLOT).count() or last.evaluate("c => c.classList.contains('js-plotly-plot')")
 
 
+def test_a_figure_that_comes_again_after_a_placeholder_is_drawn_again(page, app_url) -> None:
+    """A chart's version is its figure's hash. A run's placeholder resets the chart, and the same
+    figure can then come back (a stored run shown again): it must be drawn, not taken for a draw
+    already under way. Before the fix it stayed blank for good (tokenization's pre-split chart)."""
+    open_scenario(page, app_url, SCENARIO_PATH + "?seed=79&steps=40", "Vanishing gradients")
+    button(page, "Run").click()
+    wait_done(page, r"^Finished", RUN_TIMEOUT_S)
+    first = page.locator("div.explorer-chart").first
+    page.wait_for_function("c => c.dataset.drawn && c.dataset.drawn === c.dataset.version",
+                           arg=first.element_handle(), timeout=10_000)
+    version = first.get_attribute("data-version")
+    first.evaluate("""c => { const update = Object.values(window.__explorerCharts).find(u => u.element === c);
+      const data = c.__latest;
+      update({name: data.name, height: data.height});  // the placeholder of a run that starts
+      c.__resetSeen = c.dataset.version === "" && c.dataset.drawn === "";
+      update(data); }""")  # the same figure again
+    assert first.evaluate("c => c.__resetSeen"), "the placeholder reset the chart"
+    page.wait_for_function("c => c.dataset.drawn !== '' && c.dataset.drawn === c.dataset.version",
+                           arg=first.element_handle(), timeout=10_000)
+    assert first.get_attribute("data-drawn") == version, "the same figure was drawn again"
+
+
 def test_while_a_run_goes_on_only_the_charts_in_view_are_built(page, app_url) -> None:
     """The server builds the charts in view while a run goes on (explorer/view/live.py): one far below
     is a placeholder, with no figure, until it is scrolled to; then it gets this run's figure at once."""
