@@ -1,0 +1,140 @@
+"""FlashAttention, drawn: HBM traffic by the IO model against the SRAM size, measured peak memory
+against N, the float64 differences from the explicit form, where each float format's naive softmax
+overflows, and (on CUDA) SDPA's kernels (said in claims.py)."""
+import numpy as np
+import plotly.graph_objects as go
+
+from scenarios.plotting import category_color, layout, log_ticks
+from scenarios.records import Records
+
+IO, EXACT, STANDARD, TILED, CUDA = "IO model (per head)", "exactness (float64)", "standard attention", "tiled attention", "SDPA on CUDA"
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+IO_LINES = {"standard": "standard", "standard_mask_dropout": "standard + mask + dropout (the paper's baseline)",
+            "tiled": "tiled (FlashAttention)"}
+ERRORS = {"out_vs_explicit": "O vs softmax(QKᵀ/√d)V", "out_vs_sdpa": "O vs SDPA", "lse": "L vs logsumexp",
+          "grad_q": "dQ", "grad_k": "dK", "grad_v": "dV"}
+BACKENDS = ("flash", "memory_efficient", "math")
+MIB = 2 ** 20
+
+
+def io_bytes(records: Records, line: str) -> tuple[np.ndarray, np.ndarray]:
+    series = records.series(IO, f"hbm_bytes/{line}")
+    return series.index.to_numpy(), series.to_numpy()
+
+
+def io_figure(records: Records, sram_kib: int, n: int, d: int) -> go.Figure:
+    fig = go.Figure()
+    cols = records.by_step(IO, "block_cols")
+    for i, (line, name) in enumerate(IO_LINES.items()):
+        kib, values = io_bytes(records, line)
+        fig.add_scatter(x=kib, y=values / MIB, mode="lines+markers", name=name, line=dict(color=category_color(i), width=3),
+                        customdata=[cols.get(k, 0) for k in kib],
+                        hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g} MiB<extra></extra>")
+    fig.add_vline(x=sram_kib, line_dash="dash", annotation_text=f"M = {sram_kib} KiB", annotation_position="top left")
+    fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
+    fig = layout(fig, f"HBM traffic, forward + backward, one head (N = {n}, d = {d}, fp16)",
+                 "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys)", "MiB read + written (IO model)", log_y=True)
+    fig.update_layout(legend=dict(x=0.01, y=0.02, xanchor="left", yanchor="bottom"), legend_title_text="attention")
+    return fig
+
+
+def io_ratio_figure(records: Records, sram_kib: int) -> go.Figure:
+    fig = go.Figure()
+    kib, tiled = io_bytes(records, "tiled")
+    cols = records.by_step(IO, "block_cols")
+    for i, line in enumerate(("standard", "standard_mask_dropout")):
+        _, values = io_bytes(records, line)
+        if len(values) == len(tiled) and len(tiled):
+            fig.add_scatter(x=kib, y=values / tiled, mode="lines+markers", name=f"{IO_LINES[line]} ÷ tiled",
+                            line=dict(color=category_color(i), width=3), customdata=[cols.get(k, 0) for k in kib],
+                            hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g}×<extra></extra>")
+    fig.add_hline(y=1, line_dash="dot", line_color="gray", annotation_text="no saving", annotation_position="bottom right")
+    fig.add_vline(x=sram_kib, line_dash="dash", annotation_text=f"M = {sram_kib} KiB", annotation_position="top left")
+    fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
+    fig = layout(fig, "How many times fewer HBM bytes the tiled kernel moves", "SRAM M (KiB)", "standard ÷ tiled bytes")
+    fig.update_layout(legend=dict(x=0.01, y=0.98, xanchor="left", yanchor="top"), legend_title_text="ratio")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def memory_figure(records: Records, block: int) -> go.Figure:
+    fig = go.Figure()
+    shown = []
+    for i, arm in enumerate((STANDARD, TILED)):
+        series = records.series(arm, "peak_bytes")
+        shown += list(series.to_numpy() / MIB)
+        fig.add_scatter(x=series.index, y=series.to_numpy() / MIB, mode="lines+markers", name=arm,
+                        line=dict(color=category_color(i), width=3), marker=dict(size=9))
+    scores = records.series(STANDARD, "score_bytes")
+    if len(scores):
+        shown += list(scores.to_numpy() / MIB)
+        fig.add_scatter(x=scores.index, y=scores.to_numpy() / MIB, mode="lines", name="one N × N float32 matrix",
+                        line=dict(color="gray", dash="dot"))
+    lengths = sorted({*records.series(STANDARD, "peak_bytes").index, *records.series(TILED, "peak_bytes").index})
+    fig.update_xaxes(type="log", tickvals=lengths, ticktext=[f"{n:g}" for n in lengths])
+    fig = layout(fig, f"Peak memory of forward + backward, measured (MemTracker; tiles {block} × {block})",
+                 "sequence length N", "MiB above Q, K, V, dO (float32, d as set)", log_y=True)
+    fig.update_yaxes(**log_ticks(shown))
+    fig.update_layout(legend=dict(x=0.01, y=0.98, xanchor="left", yanchor="top"), legend_title_text="implementation")
+    return fig
+
+
+def exactness_figure(records: Records) -> go.Figure:
+    fig = go.Figure()
+    for step, name in ((0, "no mask"), (1, "causal")):
+        values = [records.at(EXACT, f"err/{key}", step) for key in ERRORS]
+        if all(v is not None for v in values):
+            fig.add_bar(x=list(ERRORS.values()), y=[max(v, 1e-18) for v in values], name=name,
+                        marker_color=category_color(step), hovertemplate="%{x}: %{y:.2e}<extra></extra>")
+    fig.add_hline(y=1e-12, line_dash="dash", annotation_text="1e-12", annotation_position="top right")
+    fig = layout(fig, "Tiled against the explicit form, float64: largest |difference|", "quantity (forward, then backward)",
+                 "max |tiled − reference|", log_y=True)
+    fig.update_yaxes(range=[-18, -10], dtick=1)
+    fig.update_layout(legend_title_text="mask", barmode="group")
+    return fig
+
+
+def overflow_rows(records: Records, dtype: str) -> list[tuple[str, str]]:
+    return [(f"{dtype}: naive softmax", "nan/naive_softmax"), (f"{dtype}: naive logsumexp", "inf/naive_lse"),
+            (f"{dtype}: shifted, both", "bad/shifted")]
+
+
+def overflow_figure(records: Records) -> go.Figure:
+    fig = go.Figure()
+    for status, color, symbol in (("finite", "#2ca02c", "circle"), ("NaN or inf", "#d62728", "x")):
+        xs, ys = [], []
+        for dtype in DTYPES:
+            logits = records.series(dtype, "logit")
+            for label, metric in overflow_rows(records, dtype):
+                flags = records.series(dtype, metric).reindex(logits.index)
+                pick = flags.to_numpy() == (0.0 if status == "finite" else 1.0)
+                xs += list(logits.to_numpy()[pick])
+                ys += [label] * int(pick.sum())
+        fig.add_scatter(x=xs, y=ys, mode="markers", name=status, marker=dict(color=color, symbol=symbol, size=6),
+                        hovertemplate="x = %{x:.4g}: " + status + "<extra>%{y}</extra>")
+    firsts = [(dtype, records.last(dtype, "first_nan/naive_softmax")) for dtype in DTYPES]
+    fig.add_scatter(x=[x for _, x in firsts if x is not None], y=[f"{d}: naive softmax" for d, x in firsts if x is not None],
+                    mode="markers+text", name="first NaN (exact)", text=[f"{x:.5g}" for _, x in firsts if x is not None],
+                    textposition="top center", marker=dict(color="black", symbol="line-ns-open", size=16, line=dict(width=3)))
+    fig.update_xaxes(type="log")
+    fig = layout(fig, "Softmax and logsumexp of [x, 0]: where the naive form breaks", "logit x (log scale)", "")
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.15, xanchor="left", yanchor="top"), legend_title_text="",
+                      height=520, margin=dict(l=190))
+    return fig
+
+
+def cuda_figure(records: Records) -> go.Figure:
+    fig = go.Figure()
+    for i, name in enumerate(BACKENDS):
+        series = records.series(CUDA, f"cuda_ms/{name}")
+        peak = records.series(CUDA, f"cuda_peak_bytes/{name}").reindex(series.index)
+        fig.add_scatter(x=series.index, y=series.to_numpy(), mode="lines+markers", name=name,
+                        line=dict(color=category_color(i), width=3), customdata=peak.to_numpy() / MIB,
+                        hovertemplate="N = %{x}: %{y:.3g} ms, peak %{customdata:.4g} MiB<extra></extra>")
+    title = "SDPA's kernels on CUDA, fp16, forward + backward (8 × 16 heads)" if len(fig.data[0].x) else \
+        "SDPA's kernels on CUDA: no CUDA device on the machine that ran this"
+    fig.update_xaxes(type="log")
+    fig = layout(fig, title, "sequence length N", "ms (median of 5)", log_y=True)
+    fig.update_layout(legend_title_text="backend")
+    return fig
