@@ -17,7 +17,6 @@ with B_c = ⌈M/4d⌉ columns and B_r = min(B_c, d) rows per block, M the SRAM i
 given in KiB of SRAM and the elements are fp16 (2 bytes), so M_elements = 512 · KiB.
 """
 import math
-import time
 from collections.abc import Iterator
 
 import torch
@@ -103,15 +102,13 @@ def memory_records(kind: str, n: int, d: int, block: int, seed: int) -> Iterator
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         tracker = tracker_type()
         tracker.track_external(q, k, v, grad_out)
-        start = time.perf_counter()
         with tracker:
             out = explicit_attention(q, k, v) if kind == "standard" else flash_attention(q, k, v, block, block)
             out.backward(grad_out)
             del out
         inputs = 4 * length * d * 4
         peak = sum(snapshot["Total"] for snapshot in tracker.get_tracker_snapshot("peak").values())
-        yield StepRecord(length, {"peak_bytes": float(peak - inputs), "score_bytes": float(length * length * 4),
-                                  "tracked_ms": (time.perf_counter() - start) * 1e3})
+        yield StepRecord(length, {"peak_bytes": float(peak - inputs), "score_bytes": float(length * length * 4)})
 
 
 def cuda_records(n: int, d: int) -> Iterator[StepRecord]:

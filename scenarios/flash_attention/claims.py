@@ -5,7 +5,7 @@ from scenarios.claims import Computed, fmt
 from scenarios.explanation import Sentence, say
 from scenarios.flash_attention.figures import BACKENDS, CUDA, DTYPES, ERRORS, EXACT, IO, STANDARD, TILED
 from scenarios.records import Records
-from scenarios.words import byte_size
+from scenarios.words import byte_size, count
 
 Compute = Callable[[Records], float | None]
 
@@ -33,7 +33,7 @@ def io_sentence(records: Records, sram_kib: int) -> Sentence | None:
         return None
     times = lambda v: f"{v:.3g}×"  # noqa: E731 - a format
     parts = [claim(records, "{}", lambda r: r.at(IO, "block_cols", sram_kib), lambda v: f"{v:.0f}"),
-             claim(records, "{}", lambda r: r.at(IO, "key_blocks", sram_kib), lambda v: f"{v:.0f}"),
+             claim(records, "{}", lambda r: r.at(IO, "key_blocks", sram_kib), lambda v: count(v, "block")),
              claim(records, "{}", io_at("standard", sram_kib), byte_size),
              claim(records, "{}", io_at("tiled", sram_kib), byte_size),
              claim(records, "{}", io_ratio("standard", sram_kib), times),
@@ -41,7 +41,7 @@ def io_sentence(records: Records, sram_kib: int) -> Sentence | None:
              claim(records, "{}", io_ratio("standard", kibs[0]), times),
              claim(records, "{}", io_ratio("standard", kibs[-1]), times)]
     return say(f"IO model, one head, forward + backward, fp16: with M = {sram_kib} KiB of SRAM the kernel takes B_c = {{}} "
-               f"keys a block ({{}} blocks), and HBM traffic falls from {{}} (standard) to {{}}: {{}} fewer, {{}} against "
+               f"keys a block ({{}} of keys), and HBM traffic falls from {{}} (standard) to {{}}: {{}} fewer, {{}} against "
                f"the baseline that also masks and drops out; the ratio is {{}} at M = {kibs[0]} KiB and {{}} at "
                f"{kibs[-1]} KiB.", *parts)
 
@@ -96,7 +96,7 @@ def overflow_sentence(records: Records) -> Sentence | None:
         return None
     parts = []
     for dtype in found:
-        parts += [claim(records, f"{dtype} {{}}", lambda r, d=dtype: r.last(d, "first_nan/naive_softmax"), lambda v: f"{v:.6g}"),
+        parts += [claim(records, f"{{}} in {dtype}", lambda r, d=dtype: r.last(d, "first_nan/naive_softmax"), lambda v: f"{v:.6g}"),
                   claim(records, "{}", lambda r, d=dtype: r.last(d, "ln_max"), lambda v: f"{v:.5g}")]
     failures = claim(records, "{}", lambda r: sum(r.series(d, "bad/shifted").sum() + (r.last(d, "bad/shifted_at_max") or 0)
                                                   for d in found), lambda v: f"{v:.0f}")
