@@ -94,31 +94,33 @@ def exactness_figure(records: Records) -> go.Figure:
     return fig
 
 
-def overflow_rows(records: Records, dtype: str) -> list[tuple[str, str]]:
-    return [(f"{dtype}: naive softmax", "nan/naive_softmax"), (f"{dtype}: naive logsumexp", "inf/naive_lse"),
-            (f"{dtype}: shifted, both", "bad/shifted")]
+OVERFLOW_ROWS = (("naive softmax", "nan/naive_softmax"), ("naive logsumexp", "inf/naive_lse"), ("shifted, both", "bad/shifted"))
 
 
 def overflow_figure(records: Records) -> go.Figure:
+    """One row per format and form; a marker per logit tried, green where finite, red where NaN or inf."""
     fig = go.Figure()
+    labels = [f"{dtype}: {form}" for dtype in DTYPES for form, _ in OVERFLOW_ROWS]
     for status, color, symbol in (("finite", "#2ca02c", "circle"), ("NaN or inf", "#d62728", "x")):
-        xs, ys = [], []
-        for dtype in DTYPES:
+        xs, ys, names = [], [], []
+        for row, (dtype, (form, metric)) in enumerate((d, f) for d in DTYPES for f in OVERFLOW_ROWS):
             logits = records.series(dtype, "logit")
-            for label, metric in overflow_rows(records, dtype):
-                flags = records.series(dtype, metric).reindex(logits.index)
-                pick = flags.to_numpy() == (0.0 if status == "finite" else 1.0)
-                xs += list(logits.to_numpy()[pick])
-                ys += [label] * int(pick.sum())
+            flags = records.series(dtype, metric).reindex(logits.index)
+            pick = flags.to_numpy() == (0.0 if status == "finite" else 1.0)
+            xs += list(logits.to_numpy()[pick])
+            ys += [row] * int(pick.sum())
+            names += [labels[row]] * int(pick.sum())
         fig.add_scatter(x=xs, y=ys, mode="markers", name=status, marker=dict(color=color, symbol=symbol, size=6),
-                        hovertemplate="x = %{x:.4g}: " + status + "<extra>%{y}</extra>")
-    firsts = [(dtype, records.last(dtype, "first_nan/naive_softmax")) for dtype in DTYPES]
-    fig.add_scatter(x=[x for _, x in firsts if x is not None], y=[f"{d}: naive softmax" for d, x in firsts if x is not None],
-                    mode="markers+text", name="first NaN (exact)", text=[f"{x:.5g}" for _, x in firsts if x is not None],
-                    textposition="top center", marker=dict(color="black", symbol="line-ns-open", size=16, line=dict(width=3)))
+                        customdata=names, hovertemplate="%{customdata}, x = %{x:.4g}: " + status + "<extra></extra>")
+    firsts = [(row, records.last(dtype, "first_nan/naive_softmax")) for row, dtype in zip(range(0, 12, 3), DTYPES)]
+    firsts = [(row, x) for row, x in firsts if x is not None]
+    fig.add_scatter(x=[x for _, x in firsts], y=[row for row, _ in firsts], mode="markers+text", name="first NaN (exact)",
+                    text=[f"{x:.5g}" for _, x in firsts], textposition="top center",
+                    marker=dict(color="black", symbol="line-ns-open", size=18, line=dict(width=3)))
     fig.update_xaxes(type="log")
     fig = layout(fig, "Softmax and logsumexp of [x, 0]: where the naive form breaks", "logit x (log scale)", "")
-    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(autorange="reversed", tickvals=list(range(len(labels))), ticktext=labels, zeroline=False,
+                     showgrid=False)
     fig.update_layout(legend=dict(orientation="h", x=0, y=-0.15, xanchor="left", yanchor="top"), legend_title_text="",
                       height=520, margin=dict(l=190))
     return fig
