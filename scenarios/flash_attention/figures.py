@@ -4,7 +4,7 @@ overflows, and (on CUDA) SDPA's kernels (said in claims.py)."""
 import numpy as np
 import plotly.graph_objects as go
 
-from scenarios.plotting import category_color, layout, log_ticks
+from scenarios.plotting import category_color, layout, log_ticks, tick_text
 from scenarios.records import Records
 
 IO, EXACT, STANDARD, TILED, CUDA = "IO model (per head)", "exactness (float64)", "standard attention", "tiled attention", "SDPA on CUDA"
@@ -15,6 +15,7 @@ ERRORS = {"out_vs_explicit": "O vs softmax(QKᵀ/√d)V", "out_vs_sdpa": "O vs S
           "grad_q": "dQ", "grad_k": "dK", "grad_v": "dV"}
 BACKENDS = ("flash", "memory_efficient", "math")
 MIB = 2 ** 20
+FLOOR = 1e-17  # a difference of exactly 0, drawn on the log axis
 
 
 def io_bytes(records: Records, line: str) -> tuple[np.ndarray, np.ndarray]:
@@ -30,12 +31,21 @@ def io_figure(records: Records, sram_kib: int, n: int, d: int) -> go.Figure:
         fig.add_scatter(x=kib, y=values / MIB, mode="lines+markers", name=name, line=dict(color=category_color(i), width=3),
                         customdata=[cols.get(k, 0) for k in kib],
                         hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g} MiB<extra></extra>")
-    fig.add_vline(x=sram_kib, line_dash="dash", annotation_text=f"M = {sram_kib} KiB", annotation_position="top left")
+    mark_setting(fig, records, sram_kib, [records.at(IO, f"hbm_bytes/{line}", sram_kib) for line in IO_LINES], MIB)
     fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
     fig = layout(fig, f"HBM traffic, forward + backward, one head (N = {n}, d = {d}, fp16)",
                  "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys)", "MiB read + written (IO model)", log_y=True)
-    fig.update_layout(legend=dict(x=0.01, y=0.02, xanchor="left", yanchor="bottom"), legend_title_text="attention")
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.2, xanchor="left", yanchor="top"), legend_title_text="")
     return fig
+
+
+def mark_setting(fig: go.Figure, records: Records, sram_kib: int, values: list, unit: float) -> None:
+    """Rings on the curves at the SRAM size set (a data-space marker: shapes on log axes take log units)."""
+    shown = [v / unit for v in values if v is not None]
+    if shown:
+        fig.add_scatter(x=[sram_kib] * len(shown), y=shown, mode="markers", name=f"M = {sram_kib} KiB (as set)",
+                        marker=dict(symbol="circle-open", size=16, color="black", line=dict(width=2)),
+                        hovertemplate="M = %{x} KiB: %{y:.3g}<extra></extra>")
 
 
 def io_ratio_figure(records: Records, sram_kib: int) -> go.Figure:
@@ -49,7 +59,10 @@ def io_ratio_figure(records: Records, sram_kib: int) -> go.Figure:
                             line=dict(color=category_color(i), width=3), customdata=[cols.get(k, 0) for k in kib],
                             hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g}×<extra></extra>")
     fig.add_hline(y=1, line_dash="dot", line_color="gray", annotation_text="no saving", annotation_position="bottom right")
-    fig.add_vline(x=sram_kib, line_dash="dash", annotation_text=f"M = {sram_kib} KiB", annotation_position="top left")
+    ratios = [v / t if v is not None and t else None for v, t in
+              ((records.at(IO, f"hbm_bytes/{line}", sram_kib), records.at(IO, "hbm_bytes/tiled", sram_kib))
+               for line in ("standard", "standard_mask_dropout"))]
+    mark_setting(fig, records, sram_kib, ratios, 1)
     fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
     fig = layout(fig, "How many times fewer HBM bytes the tiled kernel moves", "SRAM M (KiB)", "standard ÷ tiled bytes")
     fig.update_layout(legend=dict(x=0.01, y=0.98, xanchor="left", yanchor="top"), legend_title_text="ratio")
@@ -84,12 +97,13 @@ def exactness_figure(records: Records) -> go.Figure:
     for step, name in ((0, "no mask"), (1, "causal")):
         values = [records.at(EXACT, f"err/{key}", step) for key in ERRORS]
         if all(v is not None for v in values):
-            fig.add_bar(x=list(ERRORS.values()), y=[max(v, 1e-18) for v in values], name=name,
+            fig.add_bar(x=list(ERRORS.values()), y=[max(v, FLOOR) for v in values], name=name,
                         marker_color=category_color(step), hovertemplate="%{x}: %{y:.2e}<extra></extra>")
-    fig.add_hline(y=1e-12, line_dash="dash", annotation_text="1e-12", annotation_position="top right")
-    fig = layout(fig, "Tiled against the explicit form, float64: largest |difference|", "quantity (forward, then backward)",
-                 "max |tiled − reference|", log_y=True)
-    fig.update_yaxes(range=[-18, -10], dtick=1)
+    fig.add_hline(y=1e-12, line_dash="dash", annotation_text="1e-12, the tests' bound", annotation_position="top right")
+    fig = layout(fig, "Tiled vs the explicit form, float64", "quantity (forward, then backward)",
+                 "largest |tiled − reference| (0 drawn at 1e-17)", log_y=True)
+    fig.update_yaxes(range=[-17.3, -11], tickmode="array", tickvals=[10.0 ** -k for k in range(11, 18)],
+                     ticktext=[tick_text(10.0 ** -k) for k in range(11, 18)], dtick=None)
     fig.update_layout(legend_title_text="mask", barmode="group")
     return fig
 
@@ -115,10 +129,10 @@ def overflow_figure(records: Records) -> go.Figure:
     firsts = [(row, records.last(dtype, "first_nan/naive_softmax")) for row, dtype in zip(range(0, 12, 3), DTYPES)]
     firsts = [(row, x) for row, x in firsts if x is not None]
     fig.add_scatter(x=[x for _, x in firsts], y=[row for row, _ in firsts], mode="markers+text", name="first NaN (exact)",
-                    text=[f"{x:.5g}" for _, x in firsts], textposition="top center",
+                    text=[f"{x:.6g}" for _, x in firsts], textposition="top center",
                     marker=dict(color="black", symbol="line-ns-open", size=18, line=dict(width=3)))
-    fig.update_xaxes(type="log")
-    fig = layout(fig, "Softmax and logsumexp of [x, 0]: where the naive form breaks", "logit x (log scale)", "")
+    fig.update_xaxes(type="log", **log_ticks(x for trace in fig.data for x in trace.x))
+    fig = layout(fig, "Where the naive softmax of [x, 0] breaks", "logit x (log scale)", "")
     fig.update_yaxes(autorange="reversed", tickvals=list(range(len(labels))), ticktext=labels, zeroline=False,
                      showgrid=False)
     fig.update_layout(legend=dict(orientation="h", x=0, y=-0.15, xanchor="left", yanchor="top"), legend_title_text="",
@@ -134,9 +148,15 @@ def cuda_figure(records: Records) -> go.Figure:
         fig.add_scatter(x=series.index, y=series.to_numpy(), mode="lines+markers", name=name,
                         line=dict(color=category_color(i), width=3), customdata=peak.to_numpy() / MIB,
                         hovertemplate="N = %{x}: %{y:.3g} ms, peak %{customdata:.4g} MiB<extra></extra>")
-    title = "SDPA's kernels on CUDA, fp16, forward + backward (8 × 16 heads)" if len(fig.data[0].x) else \
-        "SDPA's kernels on CUDA: no CUDA device on the machine that ran this"
+    if not len(fig.data[0].x):
+        fig = go.Figure()
+        fig.add_annotation(text="No CUDA device on the machine that ran this:<br>SDPA's kernels are timed only on a GPU "
+                                "(bench/gpu_checks_flash.py)", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return layout(fig, "SDPA's kernels on CUDA", "", "")
     fig.update_xaxes(type="log")
-    fig = layout(fig, title, "sequence length N", "ms (median of 5)", log_y=True)
+    fig = layout(fig, "SDPA's kernels on CUDA, fp16, forward + backward (8 × 16 heads)", "sequence length N",
+                 "ms (median of 5)", log_y=True)
     fig.update_layout(legend_title_text="backend")
     return fig
