@@ -116,24 +116,33 @@ def cuda_records(n: int, d: int) -> Iterator[StepRecord]:
     heads, timed (median of 5) with their peak allocated bytes, per length (step = N)."""
     if not torch.cuda.is_available():
         return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "memory_efficient": SDPBackend.EFFICIENT_ATTENTION,
                 "math": SDPBackend.MATH}
     for length in lengths(max(n, 4096)):
         q, k, v = (torch.randn(8, 16, length, d, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
         metrics = {}
         for name, backend in backends.items():
-            times = []
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            for _ in range(6):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                with sdpa_kernel(backend):
-                    torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            metrics[f"cuda_ms/{name}"] = sorted(times[1:])[2]
-            metrics[f"cuda_peak_bytes/{name}"] = float(torch.cuda.max_memory_allocated() - base)
+            try:
+                metrics.update(timed_kernel(name, backend, q, k, v))
+            except RuntimeError:  # a kernel this GPU or shape lacks, or out of memory: no record, not a failed run
+                torch.cuda.empty_cache()
         yield StepRecord(length, metrics)
+
+
+def timed_kernel(name: str, backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, float]:
+    from torch.nn.attention import sdpa_kernel
+    times = []
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(6):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        with sdpa_kernel(backend):
+            torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+        q.grad = k.grad = v.grad = None
+    return {f"cuda_ms/{name}": sorted(times[1:])[2], f"cuda_peak_bytes/{name}": float(torch.cuda.max_memory_allocated() - base)}

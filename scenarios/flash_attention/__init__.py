@@ -13,8 +13,8 @@ flash_attention.py), and checked in float64 against the explicit form and torch'
 SRAM size; at its GPT-2 medium setting (N = 1024, d = 64, M = 192 KiB, fp16) the count gives
 6.2× fewer bytes, 10.4× against a baseline that also runs a mask and a dropout over the N × N
 matrices as the paper's PyTorch one did (it measured 40.3 → 4.4 GB, 9.2×). PyTorch's MemTracker
-measures the peak memory of both implementations against N on this CPU: the N × N matrices make
-the standard one grow about 4× per doubling, the tiled one about 2×. The speed FlashAttention is
+measures the peak memory of both implementations against N on this CPU: at the defaults the N × N
+matrices make the standard one grow 3.5–4× per doubling of N, the tiled one under 2×. The speed FlashAttention is
 known for comes from a fused GPU kernel: on CUDA, SDPA's flash, memory-efficient and math kernels
 are timed; on a CPU that figure stays empty (bench/gpu_checks_flash.py runs them on a GPU).
 
