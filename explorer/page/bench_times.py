@@ -31,6 +31,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "next-token": 3.75,
     "masked-vs-causal": 6.07,
     "pretrain-finetune": 7.33,
+    "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
 }
 
 
