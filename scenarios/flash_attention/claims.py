@@ -41,9 +41,9 @@ def io_sentence(records: Records, sram_kib: int) -> Sentence | None:
              claim(records, "{}", io_ratio("standard", kibs[0]), times),
              claim(records, "{}", io_ratio("standard", kibs[-1]), times)]
     return say(f"IO model, one head, forward + backward, fp16: with M = {sram_kib} KiB of SRAM the kernel takes B_c = {{}} "
-               f"keys a block ({{}} of keys), and HBM traffic falls from {{}} (standard) to {{}}: {{}} fewer, {{}} against "
-               f"the baseline that also masks and drops out; the ratio is {{}} at M = {kibs[0]} KiB and {{}} at "
-               f"{kibs[-1]} KiB.", *parts)
+               f"keys a block ({{}} of keys); HBM traffic is {{}} for standard attention and {{}} tiled, a ratio "
+               f"standard ÷ tiled of {{}} ({{}} against the baseline that also masks and drops out); the ratio is {{}} "
+               f"at M = {kibs[0]} KiB and {{}} at {kibs[-1]} KiB.", *parts)
 
 
 def peak_at(arm: str, n: int) -> Compute:
