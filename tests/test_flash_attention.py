@@ -124,3 +124,15 @@ def test_a_block_longer_than_the_sequence_is_refused_naming_the_field() -> None:
     with pytest.raises(ConfigError) as refused:
         SCENARIO.validate({"seq_len": 256, "block_size": 512})
     assert "block_size" in str(refused.value) and "seq_len" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the CUDA arm runs (bench/gpu_checks_flash.py checks it)")
+def test_without_cuda_there_is_no_cuda_arm_and_the_gpu_script_says_so() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+    from engines.sequence.flash_measure import cuda_records
+    assert list(cuda_records(256, 16)) == []
+    script = Path(__file__).resolve().parents[1] / "bench" / "gpu_checks_flash.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "no CUDA" in done.stdout, done.stdout + done.stderr[-1000:]
