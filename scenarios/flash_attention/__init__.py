@@ -145,6 +145,7 @@ class FlashAttention(Scenario):
             "hbm_traffic": lambda: look.io_figure(records, config.sram_kib, config.seq_len, config.head_dim),
             "hbm_ratio": lambda: look.io_ratio_figure(records, config.sram_kib),
             "overflow": lambda: look.overflow_figure(records),
+            "lse_error": lambda: look.lse_error_figure(records),
             "exactness": lambda: look.exactness_figure(records),
             "peak_memory": lambda: look.memory_figure(records, config.block_size),
             "cuda_kernels": lambda: look.cuda_figure(records),

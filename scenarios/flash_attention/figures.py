@@ -139,6 +139,24 @@ def overflow_figure(records: Records) -> go.Figure:
     return fig
 
 
+def lse_error_figure(records: Records) -> go.Figure:
+    """|computed − exact| / exact of logsumexp([x, 0]) per format: naive (dotted, ends where it overflows)
+    and shifted (solid), against float64's x + ln(1 + e^{−x}) at the format's own x."""
+    fig = go.Figure()
+    for i, dtype in enumerate(DTYPES):
+        logits = records.series(dtype, "logit")
+        for form, dash, width in (("shifted", "solid", 3), ("naive", "dot", 2)):
+            errors = records.series(dtype, f"rel_err/{form}_lse")
+            x = logits.reindex(errors.index).to_numpy()
+            fig.add_scatter(x=x, y=np.maximum(errors.to_numpy(), FLOOR), mode="lines", name=f"{dtype}, {form}",
+                            line=dict(color=category_color(i), dash=dash, width=width))
+    fig.update_xaxes(type="log", **log_ticks(x for trace in fig.data for x in trace.x))
+    fig = layout(fig, "logsumexp([x, 0]): relative error, naive vs shifted", "logit x (log scale)",
+                 "|computed − exact| / exact (0 drawn at 1e-17)", log_y=True)
+    fig.update_layout(legend_title_text="format, form")
+    return fig
+
+
 def cuda_figure(records: Records) -> go.Figure:
     fig = go.Figure()
     for i, name in enumerate(BACKENDS):
