@@ -23,7 +23,8 @@ format (float16 11.09, bfloat16 and float32 88.72, float64 709.78), so the naive
 NaN there, while the shifted e^{x − m}/Σe^{x − m} never exponentiates above 0.
 
 Look at the HBM bytes and their ratio against M, the two memory curves, the float64 differences
-(1e-16 is rounding), and where each format's naive softmax breaks.
+(1e-16 is rounding), where each format's naive softmax breaks, and logsumexp's error per format: the
+shifted form at the format's own rounding, the naive one the same until it overflows.
 """
 import math
 
