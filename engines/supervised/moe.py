@@ -71,7 +71,8 @@ def kept_mask(choices: torch.Tensor, n_experts: int, cap: int) -> torch.Tensor:
 def dropped_fraction(choices: torch.Tensor, n_experts: int, capacity_factor: float) -> float:
     """The share of the T·k assignments past capacity at this factor."""
     tokens, k = choices.shape
-    return 1.0 - kept_mask(choices, n_experts, capacity(capacity_factor, tokens, k, n_experts)).float().mean().item()
+    kept = kept_mask(choices, n_experts, capacity(capacity_factor, tokens, k, n_experts))
+    return (kept.numel() - int(kept.sum())) / kept.numel()
 
 
 def expert_mlp(width: int, hidden: int) -> nn.Sequential:
