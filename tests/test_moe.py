@@ -98,8 +98,8 @@ def test_without_balancing_the_busiest_expert_takes_far_more_than_with_it(seed) 
     even = summary["even_share"]
     free, balanced = summary["top_share"][NO_AUX], summary["top_share"][AUX]
     ratio_free, ratio_balanced = free / even, balanced / even
-    assert ratio_free > 2.5, f"seed {seed}: no balancing, busiest {free:.3f} = {ratio_free:.2f}× 1/E"
-    assert ratio_balanced < 1.8, f"seed {seed}: balanced, busiest {balanced:.3f} = {ratio_balanced:.2f}× 1/E"
+    assert ratio_free > 3.0, f"seed {seed}: no balancing, busiest {free:.3f} = {ratio_free:.2f}× 1/E"
+    assert ratio_balanced < 2.0, f"seed {seed}: balanced, busiest {balanced:.3f} = {ratio_balanced:.2f}× 1/E"
     assert ratio_free > 1.5 * ratio_balanced, f"seed {seed}: {ratio_free:.2f}× vs {ratio_balanced:.2f}×"
     for arm, drops in summary["dropped"].items():
         values = [drops[f] for f in ("1", "1.25", "2")]

@@ -116,6 +116,7 @@ class MoELayer(nn.Module):
         super().__init__()
         self.n_experts, self.k, self.capacity_factor = n_experts, k, capacity_factor
         self.router = nn.Linear(width, n_experts)
+        nn.init.zeros_(self.router.bias)  # no expert favoured before training
         self.experts = Experts(n_experts, width, hidden)
         self.routing: Routing | None = None
 
@@ -143,9 +144,9 @@ class MoELayer(nn.Module):
 class Net(nn.Module):
     """stem (features → width) → mixer (the MoE layer, or h + MLP(h)) → head (width → 1)."""
 
-    def __init__(self, mixer: nn.Module, width: int) -> None:
+    def __init__(self, stem: nn.Linear, mixer: nn.Module, head: nn.Linear) -> None:
         super().__init__()
-        self.stem, self.mixer, self.head = nn.Linear(N_FEATURES, width), mixer, nn.Linear(width, 1)
+        self.stem, self.mixer, self.head = stem, mixer, head
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.mixer(self.stem(x)))
@@ -176,7 +177,6 @@ class ClusterTask:
         self.waves = torch.randn(clusters, N_FEATURES, N_WAVES, generator=generator) * spread / math.sqrt(N_FEATURES)  # (C, features, waves)
         self.phases = torch.rand(clusters, N_WAVES, generator=generator) * 2 * math.pi
         self.amplitudes = torch.randn(clusters, N_WAVES, generator=generator) / math.sqrt(N_WAVES)
-        self.shared_waves = torch.randn(N_FEATURES, N_WAVES, generator=generator) / math.sqrt(N_FEATURES)
         self.x, self.cluster, self.y = self.sample(points, generator)
         self.test_x, self.test_cluster, self.test_y = self.sample(points, generator)
 
@@ -185,7 +185,6 @@ class ClusterTask:
         x = (self.centres[cluster] + torch.randn(points, N_FEATURES, generator=generator)) / self.spread  # (points, features)
         angles = torch.einsum("pf,pfw->pw", x, self.waves[cluster]) + self.phases[cluster]  # (points, waves)
         y = (self.amplitudes[cluster] * torch.sin(angles)).sum(dim=1, keepdim=True)  # (points, 1)
-        y = y + torch.sin(x @ self.shared_waves).sum(dim=1, keepdim=True)  # a part every cluster shares
         return x, cluster, y
 
     def batches(self, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -211,9 +210,11 @@ class ArmSpec:
 def build(spec: ArmSpec, *, width: int, hidden: int, n_experts: int, capacity_factor: float | None, seed: int) -> Net:
     with torch.random.fork_rng(devices=[]):  # the same init stream for every arm, global RNG left as it was
         torch.manual_seed(seed)
+        stem, head = nn.Linear(N_FEATURES, width), nn.Linear(width, 1)  # the same in every arm
+        nn.init.zeros_(stem.bias)  # no offset common to every token, which would tilt the router at once
         if spec.dense_hidden:
-            return Net(Residual(expert_mlp(width, spec.dense_hidden)), width)
-        return Net(MoELayer(width, hidden, n_experts, spec.k, capacity_factor), width)
+            return Net(stem, Residual(expert_mlp(width, spec.dense_hidden)), head)
+        return Net(stem, MoELayer(width, hidden, n_experts, spec.k, capacity_factor), head)
 
 
 def train_arm(spec: ArmSpec, *, clusters: int, points: int, width: int, hidden: int, n_experts: int,
