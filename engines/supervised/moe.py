@@ -59,18 +59,20 @@ def capacity(capacity_factor: float, tokens: int, k: int, n_experts: int) -> int
 
 
 def kept_mask(choices: torch.Tensor, n_experts: int, cap: int) -> torch.Tensor:
-    """(T, k) bool: which assignments fit their expert's capacity `cap`. First choices are served
-    before second choices, each in token order (GShard's priority)."""
-    tokens, k = choices.shape
-    ordered = choices.T.reshape(-1)  # (k·T,): all first choices, then all second choices
-    one_hot = F.one_hot(ordered, n_experts)  # (k·T, E)
-    position = (one_hot.cumsum(dim=0) - 1).gather(1, ordered[:, None]).squeeze(1)  # place in its expert's queue
-    return (position < cap).reshape(k, tokens).T
+    """(..., T, k) bool: which assignments of `choices` (..., T, k) fit their expert's capacity `cap`,
+    each group of T tokens on its own. First choices are served before second choices, each in token
+    order (GShard's priority)."""
+    *lead, tokens, k = choices.shape
+    ordered = choices.transpose(-1, -2).reshape(*lead, k * tokens)  # all first choices, then all second choices
+    one_hot = F.one_hot(ordered, n_experts)  # (..., k·T, E)
+    position = (one_hot.cumsum(dim=-2) - 1).gather(-1, ordered[..., None]).squeeze(-1)  # place in its expert's queue
+    return (position < cap).reshape(*lead, k, tokens).transpose(-1, -2)
 
 
 def dropped_fraction(choices: torch.Tensor, n_experts: int, capacity_factor: float) -> float:
-    """The share of the T·k assignments past capacity at this factor."""
-    tokens, k = choices.shape
+    """The share of the assignments in `choices` (..., T, k) past capacity at this factor, the
+    capacity counted per group of T tokens."""
+    tokens, k = choices.shape[-2:]
     kept = kept_mask(choices, n_experts, capacity(capacity_factor, tokens, k, n_experts))
     return (kept.numel() - int(kept.sum())) / kept.numel()
 
@@ -254,7 +256,7 @@ def train_arm(spec: ArmSpec, *, clusters: int, points: int, width: int, hidden: 
         metrics["z_loss"] = z_loss(routing.logits)
         groups = routing.choices[:len(routing.choices) // batch_size * batch_size].reshape(-1, batch_size, spec.k)
         for factor in CAPACITY_FACTORS:
-            metrics[f"dropped/cf_{factor:g}"] = sum(dropped_fraction(g, n_experts, factor) for g in groups) / len(groups)
+            metrics[f"dropped/cf_{factor:g}"] = dropped_fraction(groups, n_experts, factor)
         return metrics
 
     # SGD, not Adam: an expert's step then grows with the tokens it gets (Adam's ≈ lr-sized steps would

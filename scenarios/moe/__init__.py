@@ -88,6 +88,12 @@ class MixtureOfExperts(Scenario):
         "fewer clusters than experts": {"clusters": 3},
     }
 
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
+    rates = {"logs": 0.00437, "macs": 4.58e-10}
+    rates_reference = 0.1409  # the reference workload's CPU s beside the fit
+    timed = ({"steps": 60}, {"steps": 40, "n_experts": 16, "expert_hidden": 32, "clusters": 16},
+             {"steps": 100, "batch_size": 64})
+
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for
         from engines.supervised.moe import ArmSpec, train_arm
