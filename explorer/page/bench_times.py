@@ -32,6 +32,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "masked-vs-causal": 6.07,
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
+    "moe": 3.10,                 # 2026-12-05 (README, Speed)
 }
 
 
