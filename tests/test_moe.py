@@ -117,7 +117,7 @@ def test_bad_input_is_refused_naming_the_field(field, value) -> None:
 
 @pytest.mark.parametrize("overrides", [{"seed": 5, "steps": 40, "n_experts": 4, "clusters": 6, "alpha": 0.5},
                                        {"seed": 9, "steps": 30, "n_experts": 12, "expert_hidden": 8, "batch_size": 128,
-                                        "z_coef": 0.0, "lr": 0.01}])
+                                        "z_coef": 1e-4, "lr": 0.01}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
     config = SCENARIO.validate(overrides)

@@ -21,7 +21,9 @@ def load_table(records: Records, arm: str) -> pd.DataFrame:
 
 
 def load_figure(records: Records, moe_arms: list[str], n_experts: int) -> go.Figure:
-    fig = make_subplots(rows=1, cols=len(moe_arms), shared_yaxes=True, subplot_titles=moe_arms, horizontal_spacing=0.04)
+    titles = [arm.replace(", ", ",<br>").replace(" + ", " +<br>") for arm in moe_arms]  # three narrow panels
+    fig = make_subplots(rows=1, cols=len(moe_arms), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
+    fig.update_annotations(font_size=12)
     shades = sample_colorscale("Turbo", [0.05 + 0.9 * e / max(1, n_experts - 1) for e in range(n_experts)])
     for col, arm in enumerate(moe_arms, start=1):
         table = load_table(records, arm)
@@ -32,8 +34,8 @@ def load_figure(records: Records, moe_arms: list[str], n_experts: int) -> go.Fig
         fig.add_hline(y=100 / n_experts, line_dash="dot", line_color="gray", row=1, col=col)
         fig.update_xaxes(title_text="step", row=1, col=col)
     fig.update_yaxes(title_text="% of assignments (held-out set)", row=1, col=1)
-    fig.update_layout(title=f"Load per expert (dotted: even, 1/E = {100 / n_experts:.1f}%)", height=420,
-                      margin=dict(l=60, r=20, t=80, b=50), legend=dict(orientation="h", y=-0.22))
+    fig.update_layout(title=f"Load per expert (dotted: even, 1/E = {100 / n_experts:.1f}%)", height=440,
+                      margin=dict(l=60, r=20, t=100, b=50), legend=dict(orientation="h", y=-0.22))
     return fig
 
 
