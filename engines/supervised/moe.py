@@ -169,7 +169,8 @@ def parameter_count(module: nn.Module) -> int:
 
 # --- the task -----------------------------------------------------------------------------
 class ClusterTask:
-    """`clusters` Gaussian clusters in R^8 (centres N(0, spread²·I), points ±1 around them); cluster
+    """`clusters` Gaussian clusters in R^8 (centres N(0, spread²·I), points N(0, I) around them, all
+    divided by `spread`, so the inputs are of unit scale); cluster
     c's target is Σ_j a_cj·sin(w_cj · x + φ_cj). A training set and a held-out set of each size."""
 
     def __init__(self, clusters: int, points: int, seed: int, spread: float = 3.0) -> None:
