@@ -131,7 +131,7 @@ def overflow_figure(records: Records) -> go.Figure:
                     text=[f"{x:.6g}" for _, x in firsts], textposition="top center",
                     marker=dict(color="black", symbol="line-ns-open", size=18, line=dict(width=3)))
     fig.update_xaxes(type="log", **log_ticks(x for trace in fig.data for x in trace.x))
-    fig = layout(fig, "Where the naive softmax of [x, 0] breaks", "logit x (log scale)", "")
+    fig = layout(fig, "Where the naive softmax of [x, 0] breaks", "logit x (log scale)", "format: form")
     fig.update_yaxes(autorange="reversed", tickvals=list(range(len(labels))), ticktext=labels, zeroline=False,
                      showgrid=False)
     fig.update_layout(legend=dict(orientation="h", x=0, y=-0.15, xanchor="left", yanchor="top"), legend_title_text="",

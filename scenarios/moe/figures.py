@@ -70,7 +70,7 @@ def dropped_figure(records: Records, colors: dict[str, str], moe_arms: list[str]
                     marker_color=colors[arm], text=[f"{100 * (v or 0):.1f}%" for v in values], textposition="outside",
                     hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.1f}}% of assignments dropped<extra></extra>")
     fig.update_layout(barmode="group")
-    return layout(fig, "Dropped at the last step: assignments past C = ⌈factor·T·k/E⌉ (T = batch)", "",
+    return layout(fig, "Dropped at the last step: assignments past C = ⌈factor·T·k/E⌉ (T = batch)", "capacity factor",
                   "% of assignments dropped")
 
 
