@@ -19,9 +19,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from engines.sequence.flash_attention import flash_attention  # noqa: E402 - after the path
+from engines.sequence.flash_measure import timed_kernel  # noqa: E402
 
 LENGTHS = (512, 1024, 2048, 4096, 8192)
-BATCH, HEADS, HEAD_DIM, REPEATS = 8, 16, 64, 5
+BATCH, HEADS, HEAD_DIM = 8, 16, 64
+REPEATS = 5  # the timed runs of flash_measure.timed_kernel, after one untimed
 
 
 def exactness() -> list[tuple[str, float]]:
@@ -44,24 +46,11 @@ def exactness() -> list[tuple[str, float]]:
 
 def timed(backend, length: int) -> tuple[float, float] | str:
     """(median ms, peak bytes above the inputs) of SDPA forward + backward under one kernel, or why not."""
-    from torch.nn.attention import sdpa_kernel
     q, k, v = (torch.randn(BATCH, HEADS, length, HEAD_DIM, device="cuda", dtype=torch.float16, requires_grad=True)
                for _ in range(3))
     try:
-        times = []
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        for _ in range(REPEATS + 1):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-            q.grad = k.grad = v.grad = None
-        return sorted(times[1:])[REPEATS // 2], float(torch.cuda.max_memory_allocated() - base)
+        measured = timed_kernel("kernel", backend, q, k, v)  # the page's own timing (engines/sequence/flash_measure.py)
+        return measured["cuda_ms/kernel"], measured["cuda_peak_bytes/kernel"]
     except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
         return str(error).splitlines()[0][:60]
     finally:
