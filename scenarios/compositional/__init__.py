@@ -89,7 +89,9 @@ class Compositional(Scenario):
                r"[\![a \text{ after } b]\!] = [\![b]\!]\,[\![a]\!]\\"
                r"&\text{exact match} = \tfrac{1}{N}\textstyle\sum_i \mathbf 1[\text{greedy}(c_i) = [\![c_i]\!]]\end{aligned}")
     Config = Config
-    tiny = {"steps": 50, "eval_commands": 32, "d_model": 32}
+    tiny = {"steps": 50, "eval_commands": 32, "d_model": 32, "layers": 1}
+    timed = ({"steps": 60, "eval_commands": 32, "d_model": 32}, {"steps": 100, "layers": 1, "eval_commands": 64, "d_model": 48},
+             {"steps": 60, "batch_size": 128, "eval_commands": 32, "opposite": True})
     presets = {
         "longer training": {"steps": 1500},
         "more jump compositions (128)": {"jump_examples": 128},
