@@ -14,9 +14,9 @@ The same model, with the same steps, trains on four splits of the language:
 - **add jump**: "jump" is seen only alone (jump → JUMP); every other command with jump is tested.
   Every construction was seen with walk, run and look. People generalize at once ("jump twice");
   networks don't: Lake & Baroni found ≈ 1% for sequence-to-sequence models, and here nearly every
-  such command is wrong. The bars say where: exact match is low under every construction, and
-  fed the true prefix the model writes the turns and the other actions right, while the JUMP token is
-  what it gets wrong — the construction is learned, the word is not placed in it.
+  such command is wrong. The bars say where: exact match is low under every construction, and fed
+  the true prefix the model predicts WALK, RUN and LOOK where they belong, while the JUMP token is
+  the one it almost never writes — the constructions are learned, the word is not placed in them.
 - **add jump + compositions**: the same, with a few seeded jump compositions moved into training
   (the page says how many). This is what closes the gap here, in part or fully: data, not architecture.
 - **length split**: meanings up to a length train, longer ones are tested (Lake & Baroni: 14–20%).

@@ -2,7 +2,7 @@
 construction and token accuracy by action at the last log, and the training loss."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import add_curve, layout
+from scenarios.plotting import add_curve, curves_figure, layout
 from scenarios.records import Records
 
 RANDOM, ADD_JUMP, JUMP_PLUS, LENGTH = "random split", "add jump", "add jump + compositions", "length split"
@@ -41,9 +41,10 @@ def bars_figure(records: Records, colors: dict[str, str], prefix: str, names: tu
         values = last_values(records, arm, prefix, names)
         if values:
             fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=arm, marker_color=colors[arm],
+                        texttemplate="%{y:.0f}", textposition="outside", textfont_size=9, cliponaxis=False,
                         hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
     fig.update_layout(barmode="group")
-    fig.update_yaxes(range=[0, 103])
+    fig.update_yaxes(range=[0, 110])
     return layout(fig, title, x_title, y_title)
 
 
@@ -60,7 +61,5 @@ def action_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 
 
 def loss_figure(records: Records, colors: dict[str, str]) -> go.Figure:
-    fig = go.Figure()
-    for arm in ARMS:
-        add_curve(fig, records, arm, "loss", arm, colors[arm])
-    return layout(fig, "Training loss (cross-entropy on the actions and EOS)", "step", "nats per token")
+    return curves_figure(records, colors, "loss", arms=ARMS, title="Training loss (cross-entropy on the actions and EOS)",
+                         y_title="nats per token")
