@@ -129,7 +129,8 @@ def add_jump_split(all_commands: list[str], extra: int = 0, seed: int = 0) -> Sp
     if extra:
         order = torch.randperm(len(with_jump), generator=torch.Generator().manual_seed(seed)).tolist()
         moved = {with_jump[i] for i in order[:extra]}
-    train = [c for c in all_commands if c not in set(with_jump) or c in moved]
+    tested = set(with_jump)
+    train = [c for c in all_commands if c not in tested or c in moved]
     return Split(f"add jump + {extra}" if extra else "add jump", tuple(train), tuple(c for c in with_jump if c not in moved))
 
 

@@ -37,6 +37,8 @@ from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
+LOG_POINTS = 12  # each log decodes 2·eval_commands commands greedily: as dear as ~100 training steps at the defaults
+
 class Config(ScenarioConfig):
     steps: int = Field(800, ge=50, le=5000, description="AdamW steps of every split's model (warmup, then cosine to 0).")
     lr: float = Field(1e-2, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Peak learning rate.")
@@ -50,7 +52,7 @@ class Config(ScenarioConfig):
                                                                "longer ones are tested.")
     opposite: bool = Field(False, description="Include 'x opposite left' (LTURN LTURN X): 1.7× the commands.")
     after: bool = Field(False, description="Include 'a after b' (b's actions, then a's): twice the two-phrase commands.")
-    eval_commands: int = Field(256, ge=32, le=2048, description="Test (and training) commands scored by greedy decoding "
+    eval_commands: int = Field(128, ge=32, le=2048, description="Test (and training) commands scored by greedy decoding "
                                                                 "at every log; the last log scores every test command.")
 
     @model_validator(mode="after")
@@ -114,7 +116,7 @@ class Compositional(Scenario):
         splits, length = self.splits(config)
         setup = dict(length=length, d_model=config.d_model, layers=config.layers, lr=config.lr,
                      batch_size=config.batch_size, steps=config.steps, eval_commands=config.eval_commands,
-                     seed=config.seed, log_every=log_every_for(config.steps, 20))
+                     seed=config.seed, log_every=log_every_for(config.steps, LOG_POINTS))
         return together(*(Arm(name, train_split(split, **setup), config.steps) for name, split in splits.items()))
 
     def arm_universe(self) -> list[str]:
@@ -125,7 +127,7 @@ class Compositional(Scenario):
         commands = (1.7 if config.opposite else 1.0) * (2 if config.after else 1)
         width = config.d_model ** 2 * config.layers
         return Work({"steps": 4 * config.steps, "train_width": 4 * config.steps * config.batch_size * width,
-                     "eval_width": 4 * logs(config.steps, 20) * config.eval_commands * width,
+                     "eval_width": 4 * logs(config.steps, LOG_POINTS) * config.eval_commands * width,
                      "commands": commands}, floats=4 * 13 * width + 2e5 * commands)
 
     def summarize(self, frame, config: Config) -> dict:
