@@ -71,10 +71,6 @@ def test_bad_input_is_refused_naming_the_field(field, value) -> None:
     assert field in str(refused.value), str(refused.value)
 
 
-def test_opposite_lets_the_length_split_go_further() -> None:
-    assert SCENARIO.validate({"opposite": True, "max_train_actions": 17}).max_train_actions == 17
-
-
 def run(**overrides) -> tuple[Records, dict]:
     frame, summary = SCENARIO.run(overrides)
     return Records(frame), summary
