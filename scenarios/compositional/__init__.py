@@ -84,6 +84,8 @@ class Compositional(Scenario):
                r"&\text{exact match} = \tfrac{1}{N}\textstyle\sum_i \mathbf 1[\text{greedy}(c_i) = [\![c_i]\!]]\end{aligned}")
     Config = Config
     tiny = {"steps": 50, "eval_commands": 32, "d_model": 32, "layers": 1}
+    # the larger languages score thousands of test commands at the last log: out of the random tiny runs
+    tiny_space = {"opposite": [False], "after": [False], "d_model": [32, 48], "batch_size": [16, 64]}
     # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
     rates = {"commands": 2.7, "eval_width": 4.42e-07, "train_width": 4.01e-08}
     rates_reference = 0.1701  # the reference workload's CPU s beside the fit
