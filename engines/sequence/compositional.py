@@ -47,13 +47,15 @@ def greedy(model: TinyLM, ids: torch.Tensor, seps: torch.Tensor, batch: int = 10
             rows = torch.arange(len(chunk))
             for offset in range(1, length - int(chunk_seps.min())):
                 at = chunk_seps + offset  # the position each row writes now
-                live = ~done & (at < length)
-                if not live.any():
+                live = rows[~done & (at < length)]
+                if not len(live):
                     break
-                logits = model(written[:, :-1])  # causal: the PAD after `at` changes nothing before it
-                choice = logits[rows, (at - 1).clamp(max=length - 2)].argmax(-1)  # (n,)
-                written[rows[live], at[live]] = choice[live]
-                done |= live & (choice == scan.IDS[scan.EOS])
+                # causal: the positions after `at` change nothing before it, so the unfinished rows are read
+                # only up to the furthest of them
+                logits = model(written[live, :int(at[live].max())])
+                choice = logits[torch.arange(len(live)), at[live] - 1].argmax(-1)  # (live,)
+                written[live, at[live]] = choice
+                done[live] |= choice == scan.IDS[scan.EOS]
             out.append(written)
     finally:
         model.train(was_training)
