@@ -37,22 +37,25 @@ from scenarios.explanation import Explanation
 from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
-LOG_POINTS = 12  # each log decodes 2·eval_commands commands greedily: as dear as ~100 training steps at the defaults
+LOG_POINTS = 8  # each log decodes 2·eval_commands commands greedily
 
 class Config(ScenarioConfig):
-    steps: int = Field(600, ge=50, le=5000, description="AdamW steps of every split's model (warmup, then cosine to 0).")
-    lr: float = Field(1e-2, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Peak learning rate.")
-    d_model: Literal[32, 48, 64, 96, 128] = Field(64, description="Width of the Transformer (4 heads).")
+    steps: int = Field(200, ge=50, le=5000, description="AdamW steps of every split's model (warmup, then cosine to 0).")
+    lr: float = Field(2e-2, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Peak learning rate.")
+    d_model: Literal[32, 48, 64, 96, 128] = Field(32, description="Width of the Transformer.")
     layers: int = Field(2, ge=1, le=4, description="Transformer blocks.")
+    heads: Literal[1, 2, 4] = Field(4, description="Attention heads per block.")
     batch_size: int = Field(64, ge=8, le=512, description="Training commands per step, drawn at random from the split's.")
     test_share: float = Field(0.2, ge=0.05, le=0.5, description="Random split: the share of all commands held out.")
     jump_examples: int = Field(32, ge=1, le=256, description="Add jump + compositions: how many commands that use jump "
                                                              "in a composition move to training (seeded).")
-    max_train_actions: int = Field(6, ge=2, le=11, description="Length split: meanings of at most this many actions train; "
-                                                               "longer ones (up to 12, or 18 with opposite) are tested.")
+    max_train_actions: int = Field(4, ge=2, le=7, description="Length split: meanings of at most this many actions train; "
+                                                              "longer ones (up to 8, 12 with thrice or opposite, 18 with "
+                                                              "both) are tested.")
+    thrice: bool = Field(False, description="Include 'x thrice' (x x x): 1.5× the phrases, 2.2× the commands.")
     opposite: bool = Field(False, description="Include 'x opposite left' (LTURN LTURN X): 1.7× the commands.")
     after: bool = Field(False, description="Include 'a after b' (b's actions, then a's): twice the two-phrase commands.")
-    eval_commands: int = Field(128, ge=32, le=2048, description="Test (and training) commands scored by greedy decoding "
+    eval_commands: int = Field(64, ge=32, le=2048, description="Test (and training) commands scored by greedy decoding "
                                                                 "at every log; the last log scores every test command.")
 
 
@@ -99,19 +102,20 @@ class Compositional(Scenario):
     }
 
     def splits(self, config: Config) -> tuple[dict, int]:
-        """The four splits of the config's language, and the tokens of its longest example."""
+        """The four splits of the config's language, and where SEP sits and the tokens of every example
+        (scan.aligned: each command ends just before SEP, so the k-th action has one position in every row)."""
         from engines.sequence import scan
-        commands = scan.commands(config.opposite, False, ("and", "after") if config.after else ("and",))
+        commands = scan.commands(config.opposite, False, ("and", "after") if config.after else ("and",), config.thrice)
         return {RANDOM: scan.random_split(commands, config.test_share, config.seed),
                 ADD_JUMP: scan.add_jump_split(commands),
                 JUMP_PLUS: scan.add_jump_split(commands, config.jump_examples, config.seed),
-                LENGTH: scan.length_split(commands, config.max_train_actions)}, scan.longest(commands)
+                LENGTH: scan.length_split(commands, config.max_train_actions)}, scan.aligned(commands)
 
     def phases(self, config: Config) -> list[list[Arm]]:
         from engines.loop.training import log_every_for
         from engines.sequence.compositional import train_split
-        splits, length = self.splits(config)
-        setup = dict(length=length, d_model=config.d_model, layers=config.layers, lr=config.lr,
+        splits, (sep, length) = self.splits(config)
+        setup = dict(length=length, sep=sep, d_model=config.d_model, layers=config.layers, heads=config.heads, lr=config.lr,
                      batch_size=config.batch_size, steps=config.steps, eval_commands=config.eval_commands,
                      seed=config.seed, log_every=log_every_for(config.steps, LOG_POINTS))
         return together(*(Arm(name, train_split(split, **setup), config.steps) for name, split in splits.items()))
