@@ -118,6 +118,7 @@ SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("Learning rate schedule", "The learning rate as a function of step — warmup, constant, step, cosine — rather than one fixed number."),
         ("Cross-entropy", "The negative log-probability a model gives the correct class; ln(classes) when it is guessing uniformly."),
         ("Softmax", "exp(zᵢ)/Σ exp(zⱼ): turns a vector of logits into probabilities that are positive and sum to one."),
+        ("QLoRA", "LoRA adapters trained on a frozen base stored in 4-bit NormalFloat, its block constants quantized again: a fraction of the memory for nearly LoRA's loss."),
     ],
     "Language Models": [
         ("Token", "One unit of text a model reads or writes (a byte, a piece of a word, a word), named by an integer id."),
