@@ -85,9 +85,9 @@ class QLoRA(Scenario):
         "a longer fine-tune": {"steps": 400},
     }
 
-    # s per unit on the 2-core machine: to be fitted by bench/estimates.py; a first guess from the default run
-    rates = {"lm_steps": 0.0072, "logs": 0.02, "run": 0.5}
-    rates_reference = 0.1529
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05 08:15, rates_reference beside them):
+    rates = {"lm_steps": 0.00679, "logs": 0.00741, "run": 0.0724}
+    rates_reference = 0.1417  # the reference workload's CPU s beside the fit
     timed = ({"pretrain_steps": 100, "steps": 20}, {"pretrain_steps": 20, "steps": 80},
              {"pretrain_steps": 40, "steps": 40, "block_size": 32})
 
@@ -142,6 +142,7 @@ class QLoRA(Scenario):
         colors = arm_colors(self.arm_universe(), self.arm_universe())
         return Figures({
             "memory": lambda: look.memory_figure(records),
+            "constants": lambda: look.constants_figure(records, config.block_size, config.second_block),
             "loss": lambda: look.loss_figure(records, colors),
             "gap": lambda: look.gap_figure(records, colors),
             "quant_error": lambda: look.error_figure(records),

@@ -40,9 +40,31 @@ def memory_figure(records: Records) -> go.Figure:
     totals = [sum(rows[bar].values()) for bar in bars]
     fig.add_scatter(x=bars, y=totals, mode="text", text=[f"{t:.1f} bits" for t in totals], textposition="top center",
                     showlegend=False, hoverinfo="skip")
-    fig.update_layout(barmode="stack", height=460, legend=dict(orientation="h", y=-0.18))
-    return layout(fig, "Memory per base parameter, by category (counted from each arm's tensors after its last step)",
-                  "arm", "bits per parameter of the base")
+    layout(fig, "Memory per base parameter, by category (counted from each arm's tensors after its last step)",
+           "arm", "bits per parameter of the base")
+    fig.update_layout(barmode="stack", height=480, legend=dict(orientation="h", y=-0.25), legend_title_text="category",
+                      uniformtext_minsize=10, uniformtext_mode="hide")  # labels too small for their segment are hidden
+    return fig
+
+
+def constants_figure(records: Records, block: int, second_block: int) -> go.Figure:
+    """The constants per quantized weight, measured from the QLoRA arm's tensors, beside the formulas."""
+    fig = go.Figure()
+    quantized, base = records.last(QLORA, "quantized_params"), records.last(QLORA, "base_params")
+    if quantized and base:
+        bars = {"float32 absmax": records.last(QLORA, "mem_bits/constants_no_dq") * base / quantized,
+                "double quantized": records.last(QLORA, "mem_bits/constants") * base / quantized}
+        fig.add_bar(x=list(bars), y=list(bars.values()), name="measured (this model's layers)", marker_color="#ff7f0e",
+                    text=[f"{v:.4f}" for v in bars.values()], textposition="outside",
+                    hovertemplate="%{x}<br>%{y:.4f} bits per quantized weight<extra></extra>")
+        formulas = [32 / block, 8 / block + 32 / (block * second_block)]
+        fig.add_scatter(x=list(bars), y=formulas, mode="markers", name="formula: 32/B and 8/B + 32/(B·B₂)",
+                        marker=dict(symbol="line-ew-open", size=40, color="black", line=dict(width=3, color="black")),
+                        hovertemplate="%{x}<br>formula %{y:.4f} bits<extra></extra>")
+    layout(fig, f"Quantization constants per quantized weight (B = {block}, B₂ = {second_block})", "how the absmax is kept",
+           "bits per quantized weight")
+    fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="")
+    return fig
 
 
 def error_figure(records: Records) -> go.Figure:
@@ -56,9 +78,10 @@ def error_figure(records: Records) -> go.Figure:
                                 name=f"{name}, {words}", line=dict(color=color, dash=dash),
                                 hovertemplate=f"{name}, {words}<br>block %{{x}}<br>‖ŵ − w‖²/‖w‖² = %{{y:.4g}}<extra></extra>")
     fig.update_xaxes(type="log", tickvals=list(BLOCKS))
-    fig.update_layout(legend=dict(orientation="h", y=-0.22))
-    return layout(fig, "Rounding error at 4 bits: NF4 against int4 absmax, by block size", "block size (weights per absmax)",
-                  "relative error ‖ŵ − w‖²/‖w‖² (log scale)", log_y=True)
+    layout(fig, "Rounding error at 4 bits: NF4 against int4 absmax, by block size", "block size (weights per absmax)",
+           "relative error ‖ŵ − w‖²/‖w‖² (log scale)", log_y=True)
+    fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="code, data")
+    return fig
 
 
 def code_figure(records: Records) -> go.Figure:
@@ -78,9 +101,10 @@ def code_figure(records: Records) -> go.Figure:
             fig.add_scatter(x=values, y=[y] * len(values), mode="markers", name=f"{name}: {len(values)} values",
                             marker=dict(color=color, size=9, symbol="line-ns-open", line=dict(width=2)),
                             hovertemplate=f"{name}<br>%{{x:.4f}}<extra></extra>")
-    fig.update_layout(legend=dict(orientation="h", y=-0.22))
-    return layout(fig, "The 4-bit codes over the weights they round (ticks: the values a weight may take)",
-                  "w ÷ absmax of its block", "share of the base's weights")
+    layout(fig, "The 4-bit codes over the weights they round (ticks: the values a weight may take)",
+           "w ÷ absmax of its block", "share of the base's weights")
+    fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="")
+    return fig
 
 
 def gap_figure(records: Records, colors: dict[str, str]) -> go.Figure:
