@@ -13,6 +13,8 @@ def loss_sentence(records: Records) -> Sentence | None:
     if any(claim is None for claim in finals):
         return None
     step = records.last_step(QLORA, "domain_bpb")
+    if records.at(LORA, "domain_bpb", step) is None:  # LoRA diverged before QLoRA's last step
+        return say("Held-out loss on the target text after fine-tuning (bits per byte): {}, {}, {}.", *finals)
     gap = records.at(QLORA, "domain_bpb", step) - records.at(LORA, "domain_bpb", step)
     gap_claim = Computed("{}", gap, lambda r: r.at(QLORA, "domain_bpb", step) - r.at(LORA, "domain_bpb", step),
                          shown=f"{gap:+.4f}")
