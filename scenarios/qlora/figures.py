@@ -40,9 +40,10 @@ def memory_figure(records: Records) -> go.Figure:
     totals = [sum(rows[bar].values()) for bar in bars]
     fig.add_scatter(x=bars, y=totals, mode="text", text=[f"{t:.1f} bits" for t in totals], textposition="top center",
                     showlegend=False, hoverinfo="skip")
-    layout(fig, "Memory per base parameter, by category (counted from each arm's tensors after its last step)",
+    layout(fig, "Memory per base parameter, by category (from each arm's tensors)",
            "arm", "bits per parameter of the base")
-    fig.update_layout(barmode="stack", height=480, legend=dict(orientation="h", y=-0.25), legend_title_text="category",
+    fig.update_xaxes(tickangle=0, tickvals=bars, ticktext=[bar.replace(", ", ",<br>") for bar in bars])
+    fig.update_layout(barmode="stack", height=480, legend=dict(orientation="h", y=-0.3), legend_title_text="category",
                       uniformtext_minsize=10, uniformtext_mode="hide")  # labels too small for their segment are hidden
     return fig
 
@@ -79,7 +80,7 @@ def error_figure(records: Records) -> go.Figure:
                                 hovertemplate=f"{name}, {words}<br>block %{{x}}<br>‖ŵ − w‖²/‖w‖² = %{{y:.4g}}<extra></extra>")
     fig.update_xaxes(type="log", tickvals=list(BLOCKS))
     layout(fig, "Rounding error at 4 bits: NF4 against int4 absmax, by block size", "block size (weights per absmax)",
-           "relative error ‖ŵ − w‖²/‖w‖² (log scale)", log_y=True)
+           "relative error ‖ŵ − w‖²/‖w‖²")
     fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="code, data")
     return fig
 
