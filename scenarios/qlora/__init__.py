@@ -102,6 +102,19 @@ class QLoRA(Scenario):
         arms = [Arm(arm, study.finetune(arm, setup), config.steps + 1, cost=1.0 if arm == FULL else 1.5) for arm in ARMS]
         return in_turn(pre) + together(*arms)
 
+    def snippet(self, config: Config) -> str:
+        """The same arm with the libraries on a Hugging Face model (bitsandbytes fixes B = 64 and B₂ = 256)."""
+        return ("import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n"
+                "from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training\n\n"
+                "quantized = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\",\n"
+                "                               bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)\n"
+                "model = AutoModelForCausalLM.from_pretrained(name, quantization_config=quantized)\n"
+                "model = prepare_model_for_kbit_training(model)\n"
+                f"model = get_peft_model(model, LoraConfig(r={config.rank}, lora_alpha={config.alpha:g}, "
+                "target_modules=\"all-linear\", lora_dropout=0.0))\n"
+                "# all-linear leaves out the output layer; this page adapts the tiny LM's read-out too\n"
+                "# here: engines.numerics.nf4 writes the NF4 code, the blocks and the double quantization by hand")
+
     def arm_universe(self) -> list[str]:
         return [PRE, *ARMS]
 
