@@ -33,6 +33,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
+    "qlora": 6.95,               # 2026-12-05 (README, Speed; load 4-5 on the 2 cores, 4.0 CPU s)
 }
 
 
