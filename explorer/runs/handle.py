@@ -146,8 +146,11 @@ class RunHandle:
 
     # --- the pool's job ---------------------------------------------------------------------
     def request(self) -> dict[str, Any]:
+        """What a worker is sent; `store`: the run store whose point cache a grid's points may use."""
+        store = self.store is not None and not getattr(self.store, "read_only", False)
         return {"module": type(self.scenario).__module__, "cls": type(self.scenario).__qualname__,
-                "config": self.config.model_dump(mode="json"), "ranks": self.scenario.rank_processes(self.config)}
+                "config": self.config.model_dump(mode="json"), "ranks": self.scenario.rank_processes(self.config),
+                **({"store": str(self.store.path)} if store else {})}
 
     def receive(self, message: dict[str, Any]) -> None:
         """One message of the worker's stream (called from the pool's threads)."""
