@@ -41,8 +41,9 @@ def grid_figure(records: Records, count: str) -> go.Figure:
         fig.add_hline(y=records.first(SOURCE, "entropy_rate"), line_dash="dot", line_color=REFERENCE,
                       annotation_text="entropy rate H: no model goes below", annotation_position="bottom right")
     fig.update_xaxes(type="log")
-    return layout(fig, "Held-out loss against model size, one line per token budget (dashed: the fitted law)",
-                  f"N: parameters {count} (log scale)", "held-out loss (nats per word)")
+    layout(fig, "Held-out loss against model size, one line per token budget (dashed: the fitted law)",
+           f"N: parameters {count} (log scale)", "held-out loss (nats per word)")
+    return fig.update_layout(legend_title_text="token budget")
 
 
 def isoflop_figure(records: Records, count: str) -> go.Figure:
@@ -64,8 +65,9 @@ def isoflop_figure(records: Records, count: str) -> go.Figure:
                             name=f"optimum at {name}", legendgroup=name, showlegend=False,
                             hovertemplate=f"{name}<br>N_opt = %{{x:,.0f}}<br>loss %{{y:.4f}}<extra></extra>")
     fig.update_xaxes(type="log")
-    return layout(fig, "IsoFLOP curves L(N, C/6N) of the fitted law; stars: the compute-optimal N",
-                  f"N: parameters {count} (log scale)", "fitted held-out loss (nats per word)")
+    layout(fig, "IsoFLOP curves L(N, C/6N) of the fitted law; stars: the compute-optimal N",
+           f"N: parameters {count} (log scale)", "fitted held-out loss (nats per word)")
+    return fig.update_layout(legend_title_text="compute budget")
 
 
 def optimal_figure(records: Records, count: str) -> go.Figure:
@@ -85,21 +87,22 @@ def optimal_figure(records: Records, count: str) -> go.Figure:
                                 line=dict(color=color, dash=dash, width=1), opacity=0.6,
                                 hovertemplate=f"reference slope {slope}<br>C = %{{x:.2e}}<br>%{{y:,.0f}}<extra></extra>")
     fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
-    return layout(fig, f"Compute-optimal N and D against compute (N {count}); references through the first budget",
-                  "compute C = 6·N·D (FLOPs, log scale)", "parameters or tokens (log scale)")
+    layout(fig, f"Compute-optimal N and D against compute (N {count}); references through the first budget",
+           "compute C = 6·N·D (FLOPs, log scale)", "parameters or tokens (log scale)", log_y=True)
+    return fig.update_layout(legend_title_text="")
 
 
 def exponents_figure(records: Records) -> go.Figure:
     """a (N_opt ∝ C^a) and b (D_opt ∝ C^b) of each count beside Chinchilla's and Kaplan's."""
     fig = go.Figure()
-    rows = [(f"fitted, N {count}", records.first(FIT[count], "a"), records.first(FIT[count], "b"))
+    rows = [(f"fitted here,<br>N {count}", records.first(FIT[count], "a"), records.first(FIT[count], "b"))
             for count in COUNTS if records.has("a", FIT[count])]
-    rows += [("reference: Chinchilla (Hoffmann et al. 2022)", CHINCHILLA_A, CHINCHILLA_B),
-             ("reference: Kaplan et al. 2020 (non-embedding N)", KAPLAN_A, 1 - KAPLAN_A)]
+    rows += [("reference: Chinchilla<br>(Hoffmann et al. 2022)", CHINCHILLA_A, CHINCHILLA_B),
+             ("reference: Kaplan et al. 2020<br>(non-embedding N)", KAPLAN_A, 1 - KAPLAN_A)]
     for name, exponent, color in (("a: N_opt ∝ C^a", 1, "#1f77b4"), ("b: D_opt ∝ C^b", 2, "#d62728")):
         fig.add_bar(x=[row[0] for row in rows], y=[row[exponent] for row in rows], name=name, marker_color=color,
                     text=[f"{row[exponent]:.2f}" for row in rows], textposition="outside",
                     hovertemplate=f"%{{x}}<br>{name.split(':')[0]} = %{{y:.3f}}<extra></extra>")
     fig.update_layout(barmode="group")
-    return layout(fig, "Fitted exponents beside the published ones", "fit or reference", "exponent")
+    layout(fig, "Fitted exponents beside the published ones", "fit or reference", "exponent")
+    return fig.update_layout(legend_title_text="", xaxis_tickangle=0)
