@@ -16,7 +16,10 @@ position tables, read-out). The exponents move with the count (Pearce & Song 202
 range, and the compute-optimal N and D come from the law in closed form (N_opt ∝ C^a, a = β/(α+β)):
 not from parabolas through the measured points (Approach 2), which are biased when the grid is not
 centred on each budget's minimum (our grid is a rectangle in N × D, so no budget's points are). Stars
-outside the shaded band of measured sizes are extrapolations. Look at: the smallest-D row, which
+outside the shaded band of measured sizes are extrapolations. The form is an assumption: these models
+learn in stages (word frequencies, then the last word, then the order-2 state, which needs attention to
+the word before), and a model that has not reached the last stage sits far above H, so the fitted E
+says little about the floor at this scale (the page gives both). Look at: the smallest-D row, which
 flattens (more parameters do not help a model that has seen too little data), and the fitted
 exponents beside Chinchilla's 0.5 and Kaplan's 0.73: at this toy scale they need not agree.
 """

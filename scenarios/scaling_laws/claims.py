@@ -84,8 +84,10 @@ def floor_sentence(records: Records, count: str) -> Sentence | None:
     template = ("The source's entropy rate is H = {} nats per word (the true chain scores {} on the held-out words); "
                 f"the best point reached {{}} (d_model {table.loc[best, 'width']:.0f}, {table.loc[best, 'tokens']:,.0f} tokens)")
     if records.has("E", FIT[count]):
-        parts.append(Computed("{}", records.first(FIT[count], "E"), fit_value(count, "E")))
-        template += ", and the fit puts the floor E at {}"
+        e, h = records.first(FIT[count], "E"), records.first(SOURCE, "entropy_rate")
+        parts += [Computed("{}", e, fit_value(count, "E")),
+                  Compared(e < h, "below H", "not below H", fit_value(count, "E"), lambda r: r.first(SOURCE, "entropy_rate"))]
+        template += ", and the fit puts the floor E at {}, {}"
     return say(template, *parts)
 
 

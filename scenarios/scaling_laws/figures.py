@@ -95,14 +95,15 @@ def optimal_figure(records: Records, count: str) -> go.Figure:
 def exponents_figure(records: Records) -> go.Figure:
     """a (N_opt ∝ C^a) and b (D_opt ∝ C^b) of each count beside Chinchilla's and Kaplan's."""
     fig = go.Figure()
-    rows = [(f"fitted here,<br>N {count}", records.first(FIT[count], "a"), records.first(FIT[count], "b"))
+    rows = [(f"fitted here, N {count}", records.first(FIT[count], "a"), records.first(FIT[count], "b"))
             for count in COUNTS if records.has("a", FIT[count])]
-    rows += [("reference: Chinchilla<br>(Hoffmann et al. 2022)", CHINCHILLA_A, CHINCHILLA_B),
-             ("reference: Kaplan et al. 2020<br>(non-embedding N)", KAPLAN_A, 1 - KAPLAN_A)]
+    rows += [("Chinchilla (Hoffmann et al. 2022)", CHINCHILLA_A, CHINCHILLA_B),
+             ("Kaplan et al. 2020 (non-embedding N)", KAPLAN_A, 1 - KAPLAN_A)]
     for name, exponent, color in (("a: N_opt ∝ C^a", 1, "#1f77b4"), ("b: D_opt ∝ C^b", 2, "#d62728")):
-        fig.add_bar(x=[row[0] for row in rows], y=[row[exponent] for row in rows], name=name, marker_color=color,
-                    text=[f"{row[exponent]:.2f}" for row in rows], textposition="outside",
-                    hovertemplate=f"%{{x}}<br>{name.split(':')[0]} = %{{y:.3f}}<extra></extra>")
+        fig.add_bar(y=[row[0] for row in rows], x=[row[exponent] for row in rows], name=name, marker_color=color,
+                    orientation="h", text=[f"{row[exponent]:.2f}" for row in rows], textposition="outside",
+                    hovertemplate=f"%{{y}}<br>{name.split(':')[0]} = %{{x:.3f}}<extra></extra>")
     fig.update_layout(barmode="group")
-    layout(fig, "Fitted exponents beside the published ones", "fit or reference", "exponent")
-    return fig.update_layout(legend_title_text="", xaxis_tickangle=0)
+    fig.update_yaxes(autorange="reversed")
+    layout(fig, "Fitted exponents beside the published ones", "exponent", "fit or reference")
+    return fig.update_layout(legend_title_text="", legend=dict(orientation="h", y=-0.2))
