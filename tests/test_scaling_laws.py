@@ -147,8 +147,10 @@ def test_on_the_default_grid_loss_falls_with_n_until_it_is_data_limited(seed) ->
     assert (table.to_numpy() > Records(frame).first("source", "entropy_rate")).all(), table
 
 
-@pytest.mark.parametrize("overrides", [{"seed": 3, "sizes": 3, "budgets": 3, "lr": 0.01, "compute_budgets": 3},
-                                       {"seed": 7, "sizes": 4, "budgets": 2, "count": "with embeddings"}])
+@pytest.mark.parametrize("overrides", [
+    {"seed": 3, "sizes": 3, "budgets": 2, "lr": 0.01, "compute_budgets": 3},
+    pytest.param({"seed": 7, "sizes": 4, "budgets": 3, "count": "with embeddings"}, marks=pytest.mark.slow),
+    pytest.param({"seed": 1, "sizes": 6, "budgets": 4, "lr": 0.005}, marks=pytest.mark.slow)])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     result = SCENARIO.run(overrides)
     config, records = SCENARIO.validate(overrides), Records(result.frame)
@@ -159,3 +161,21 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
     assert not problems(SCENARIO.id, config, records, sentences), problems(SCENARIO.id, config, records, sentences)
     assert records.has("a", FIT[config.count]) and len(records.series(OPTIMUM[config.count], "n_opt")) >= 2
     assert len(grid_table(records)) == config.sizes * config.budgets and records.has("heldout_loss", GRID)
+
+
+def test_through_the_worker_a_rerun_with_one_more_size_trains_only_the_new_points(tmp_path) -> None:
+    """The page's path: the handle names its store, the worker keeps each point there; a second run with a
+    wider grid trains 2 of its 8 points."""
+    import threading
+    from explorer.runs import worker
+    from explorer.runs.handle import RunHandle
+    from explorer.runs.store import RunStore
+    store = RunStore(tmp_path / "runs.sqlite3")
+    counted = []
+    for sizes in (3, 4):
+        handle = RunHandle(SCENARIO, SCENARIO.validate({"sizes": sizes, "budgets": 2, "compute_budgets": 3}), store)
+        sent: list[dict] = []
+        worker.train({"id": handle.id, **handle.request()}, sent.append, threading.Event())
+        assert sent[-1]["status"] == "finished", sent[-1]
+        counted.append(sum(m["kind"] == "event" and m["event"]["message"].endswith(": trained") for m in sent))
+    assert counted == [6, 2], f"points trained by the first and the wider run: {counted}"

@@ -104,6 +104,7 @@ def exponents_figure(records: Records) -> go.Figure:
                     orientation="h", text=[f"{row[exponent]:.2f}" for row in rows], textposition="outside",
                     hovertemplate=f"%{{y}}<br>{name.split(':')[0]} = %{{x:.3f}}<extra></extra>")
     fig.update_layout(barmode="group")
-    fig.update_yaxes(autorange="reversed")
     layout(fig, "Fitted exponents beside the published ones", "exponent", "fit or reference")
+    fig.update_yaxes(type="category", autorange="reversed")  # after `layout`, which makes the y axis linear
+    fig.update_xaxes(range=[0, 1.15 * max(max(row[1], row[2]) for row in rows)])  # room for the labels
     return fig.update_layout(legend_title_text="", legend=dict(orientation="h", y=-0.2))
