@@ -33,6 +33,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
+    "scaling-laws": 15.75,       # 2026-12-05, load average 5-10 from other sessions (README, Speed)
 }
 
 
