@@ -72,7 +72,7 @@ class ScalingLaws(Scenario):
                r"G = \left(\tfrac{\alpha A}{\beta B}\right)^{\frac{1}{\alpha+\beta}}\end{aligned}")
     Config = Config
     tiny = {"sizes": 3, "budgets": 2, "compute_budgets": 3}
-    tiny_space = {"sizes": [3, 4], "budgets": [2, 3]}
+    tiny_space = {"sizes": [3, 4], "budgets": [2]}  # random tiny configs stay near a second of training
     presets = {
         "a larger grid (7 sizes × 5 budgets)": {"sizes": 7, "budgets": 5},
         "one more size (6 × 4: the first 20 points come from the point cache)": {"sizes": 6},

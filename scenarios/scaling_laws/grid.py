@@ -43,7 +43,9 @@ def grid_table(records: Records):
     import pandas as pd
     names = ["width", "steps", "tokens", "body_params", "total_params", "heldout_loss", "train_loss"]
     table = pd.DataFrame({name: records.series(GRID, name) for name in names if records.has(name, GRID)})
-    return table.dropna(subset=["heldout_loss"]) if "heldout_loss" in table else table
+    if "heldout_loss" not in table:
+        return table
+    return table[np.isfinite(table["heldout_loss"])]  # a point that diverged has no loss to fit
 
 
 def fit_arm(count: str, run: Run, budgets: int) -> Arm:
