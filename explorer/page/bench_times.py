@@ -34,6 +34,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
     "qlora": 6.95,               # 2026-12-05 (README, Speed; load 4-5 on the 2 cores, 4.0 CPU s)
+    "scaling-laws": 15.75,       # 2026-12-05, load average 5-10 from other sessions (README, Speed)
 }
 
 
