@@ -8,8 +8,8 @@ is allowed, so the policy can make its responses longer or shorter). Reward 1 if
 the right digit, else 0 (also with no EOS within `max_len` tokens).
 
 Warm start (`pretrain`): the project's TinyLM (engines.sequence.lm) is trained by teacher
-forcing on well-formed responses "."×k, a *random* digit, EOS (k uniform in 0…3), so it writes
-the format but answers at chance (≈ 10%). That model is also π_ref.
+forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…3), so it
+writes the format and the range of answers but answers at chance (1/(bits + 1)). That model is also π_ref.
 
 GRPO, per step: `prompts` training prompts, G samples each from π_old; rewards r_i; advantages
 within each group A_i = (r_i − mean r)/std r (population std; a group whose rewards are all
@@ -127,7 +127,7 @@ def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed
         while True:
             prompts = task.train[torch.randint(len(task.train), (batch,), generator=generator)]
             fill = torch.randint(PRETRAIN_FILL + 1, (batch, 1), generator=generator)
-            digit = torch.randint(DIGITS, (batch, 1), generator=generator)
+            digit = torch.randint(task.bits + 1, (batch, 1), generator=generator)
             slot = torch.arange(task.max_len)[None]
             responses = torch.where(slot < fill, FILL, torch.where(slot == fill, digit, EOS))
             yield prompts, responses, fill + 2
@@ -275,9 +275,8 @@ def grpo_arm(task: Task, reference: TinyLM, *, steps: int, lr: float, prompts: i
     """GRPO (dr=False: 1/|o| and std) or Dr. GRPO (dr=True: neither) from the warm start, Adam, `epochs`
     updates per rollout; rollout metrics averaged over each log window; the held-out evaluation on each log,
     and, at the logs in `weights_at`, each group's gradient weight (`weight/…`, index k of the logged groups)."""
-    model = copy.deepcopy(reference)
-    for p in reference.parameters():
-        p.requires_grad_(False)
+    model = copy.deepcopy(reference).requires_grad_(True)
+    reference.requires_grad_(False)  # shared by both arms: a frozen π_ref
     latest: dict = {}
     eval_generator = torch.Generator().manual_seed(seed + 7)
 

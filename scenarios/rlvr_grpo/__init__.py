@@ -7,8 +7,8 @@ reward is a program's verdict: 1 for the right digit, 0 otherwise. A quarter of 
 held out and never trained on.
 
 **Warm start.** The project's tiny LM (engines.sequence.lm) is first trained by teacher forcing,
-briefly, on well-formed responses with a *random* digit ("."×k, digit, EOS, k = 0…3): it writes
-the format but answers at chance. That model is also the KL reference π_ref.
+briefly, on well-formed responses with a *random* answer ("."×k, a digit of 0…bits, EOS, k = 0…3):
+it writes the format and the range of answers but answers at chance, 1/(bits + 1). That model is also the KL reference π_ref.
 
 **GRPO** (Shao et al. 2024): for each prompt, G responses from π_old; each one's advantage is its
 reward standardised within the group, A_i = (r_i − mean r)/std r; every token of response i adds
@@ -45,9 +45,9 @@ class Config(ScenarioConfig):
     group: int = Field(8, ge=2, le=32, description="G: responses sampled per prompt. The advantage is standardised "
                                                    "within these G.")
     prompts: int = Field(16, ge=2, le=64, description="Prompts per rollout (each sampled G times).")
-    steps: int = Field(300, ge=4, le=3000, description="Policy updates per arm.")
-    epochs: int = Field(2, ge=1, le=4, description="Updates per rollout: after the first, π ≠ π_old and the clip can act.")
-    lr: float = Field(5e-3, ge=1e-4, le=3e-2, description="Adam learning rate of both arms.",
+    steps: int = Field(400, ge=4, le=3000, description="Policy updates per arm.")
+    epochs: int = Field(4, ge=1, le=4, description="Updates per rollout: after the first, π ≠ π_old and the clip can act.")
+    lr: float = Field(3e-3, ge=1e-4, le=3e-2, description="Adam learning rate of both arms.",
                       json_schema_extra={"scale": "log"})
     beta: float = Field(0.04, ge=0.0, le=1.0, description="β: weight of the KL(π‖π_ref) term per token "
                                                           "(DeepSeekMath: 0.04).")
@@ -105,7 +105,7 @@ class RlvrGrpo(Scenario):
         "GRPO beside Dr. GRPO (defaults)": {},
         "G = 4: more groups with equal rewards": {"group": 4},
         "no KL term (β = 0)": {"beta": 0.0},
-        "one update per rollout (the clip never acts)": {"epochs": 1, "steps": 200},
+        "one update per rollout (the clip never acts)": {"epochs": 1},
     }
 
     def work(self, config: Config) -> Work:
@@ -147,7 +147,7 @@ class RlvrGrpo(Scenario):
             arms[arm]["wrong_length_change"] = claims.wrong_length_change(arm)(records)
         return {"headline": claims.headline(records), "arms": arms,
                 "warm_start_heldout_accuracy": records.last(WARM, "heldout/accuracy"),
-                "chance": 1 / 10, "weight_error": claims.weight_error(records),
+                "chance": look.chance(config.bits), "weight_error": claims.weight_error(records),
                 "equal_groups_max_grad_norm": claims.equal_groups_norm(records)}
 
     def explain(self, frame, config: Config) -> Explanation:
@@ -157,7 +157,7 @@ class RlvrGrpo(Scenario):
         records = Records(frame)
         colors = arm_colors(self.arm_universe(), self.arm_universe())
         return Figures({
-            "accuracy": lambda: look.accuracy_figure(records, colors),
+            "accuracy": lambda: look.accuracy_figure(records, colors, config.bits),
             "length": lambda: look.length_figure(records, colors),
             "prompt_weight": lambda: look.weight_figure(records, colors),
             "zero_signal": lambda: look.signal_figure(records, colors, config.group),

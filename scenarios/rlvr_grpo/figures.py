@@ -10,7 +10,11 @@ from scenarios.records import Records
 
 GRPO, DR, WARM = "GRPO", "Dr. GRPO", "warm start"
 POLICIES = (GRPO, DR)
-CHANCE = 0.1  # one digit of ten
+
+
+def chance(bits: int) -> float:
+    """One answer of the bits + 1 the warm start writes (0…bits), uniformly."""
+    return 1 / (bits + 1)
 
 
 def steps_of(records: Records) -> list[int]:
@@ -23,7 +27,7 @@ def hline(fig: go.Figure, steps: list[int], value: float, name: str, dash: str, 
                         line=dict(color="gray", dash=dash), hovertemplate=f"{name} %{{y:.3g}}<extra></extra>", **kwargs)
 
 
-def accuracy_figure(records: Records, palette: dict[str, str]) -> go.Figure:
+def accuracy_figure(records: Records, palette: dict[str, str], bits: int) -> go.Figure:
     """Held-out accuracy of one sample at temperature 1 (solid) and of the greedy answer (dotted)."""
     fig = go.Figure()
     for arm in POLICIES:
@@ -31,7 +35,7 @@ def accuracy_figure(records: Records, palette: dict[str, str]) -> go.Figure:
         add_curve(fig, records, arm, "heldout/greedy_accuracy", f"{arm}: greedy answer", palette[arm], dash="dot",
                   legendgroup=arm)
     steps = steps_of(records)
-    hline(fig, steps, CHANCE, "chance (1 digit of 10)", "dash")
+    hline(fig, steps, chance(bits), f"chance (1 answer of {bits + 1})", "dash")
     hline(fig, steps, 0.9, "90%", "dashdot")
     fig.update_yaxes(range=[0, 1.02])
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
