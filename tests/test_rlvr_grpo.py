@@ -174,10 +174,11 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
 
 
 @pytest.fixture(scope="module")
-def default_run():
+def default_run():  # ~20 s: the tests that read it are slow
     return explained({})
 
 
+@pytest.mark.slow
 def test_the_default_run_goes_from_chance_past_ninety_percent(default_run) -> None:
     """Default config (seed 0): the warm start answers held-out prompts at chance (< 30%); GRPO's greedy
     held-out accuracy ends ≥ 90%; equal-reward groups had gradient exactly 0; the std's weight matched."""
@@ -188,6 +189,7 @@ def test_the_default_run_goes_from_chance_past_ninety_percent(default_run) -> No
     assert summary["weight_error"] < 1e-5, summary
 
 
+@pytest.mark.slow
 def test_the_length_sentence_says_what_the_records_show(default_run) -> None:
     """The page's length sentences name each arm's measured change, and 'longer'/'shorter' as its sign."""
     records, sentences, summary = default_run

@@ -287,7 +287,8 @@ def grpo_arm(task: Task, reference: TinyLM, *, steps: int, lr: float, prompts: i
         return loss, parts
 
     def on_log(step: int) -> dict[str, float]:
-        out = {**rollout_metrics(latest.pop("window")), **evaluate(model, task, eval_generator)}
+        window = latest.pop("window", None) or [latest["rollout"]]  # a second log in one rollout: that rollout
+        out = {**rollout_metrics(window), **evaluate(model, task, eval_generator)}
         out["samples"] = float(latest["drawn"])
         if step in weights_at:
             out.update(weight_records(group_gradient_norms(model, latest["rollout"], group)))

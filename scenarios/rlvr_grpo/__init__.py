@@ -45,7 +45,7 @@ class Config(ScenarioConfig):
     group: int = Field(8, ge=2, le=32, description="G: responses sampled per prompt. The advantage is standardised "
                                                    "within these G.")
     prompts: int = Field(16, ge=2, le=64, description="Prompts per rollout (each sampled G times).")
-    steps: int = Field(400, ge=4, le=3000, description="Policy updates per arm.")
+    steps: int = Field(320, ge=4, le=3000, description="Policy updates per arm.")
     epochs: int = Field(4, ge=1, le=4, description="Updates per rollout: after the first, π ≠ π_old and the clip can act.")
     lr: float = Field(3e-3, ge=1e-4, le=3e-2, description="Adam learning rate of both arms.",
                       json_schema_extra={"scale": "log"})
