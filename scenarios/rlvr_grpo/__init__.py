@@ -86,8 +86,8 @@ class RlvrGrpo(Scenario):
                  "same prompt stream.")
     terms = {
         "KL divergence": shown_by("kl_clip", "kl", arm=GRPO, how="the k3 estimate of KL(π‖π_ref) per token over training"),
-        "Autoregressive generation": shown_by("length", "length_wrong", arm=GRPO,
-                                              how="responses sampled token by token until EOS; their lengths"),
+        "PPO": shown_by("kl_clip", "clipfrac", arm=GRPO, how="GRPO keeps PPO's clipped ratio: the share of tokens "
+                                                            "the clip stopped, after a rollout's first update"),
     }
     methods = {"Reinforcement learning with verifiable rewards": shown_by(
         "accuracy", "heldout/accuracy", "reward", "zero_advantage_groups", arm=GRPO,
@@ -101,6 +101,10 @@ class RlvrGrpo(Scenario):
                r"\frac{\|\nabla_{\mathrm{std}}\|}{\|\nabla_{\mathrm{Dr}}\|} = \frac{1}{\sqrt{p(1-p)}}\end{aligned}")
     Config = Config
     tiny = {"steps": 8, "warm_steps": 6, "prompts": 4, "group": 4}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
+    rates = {"run": 0.101, "sample_tokens": 3.49e-05, "updates": 8.81e-05, "warm_steps": 0.0187}
+    rates_reference = 0.1571  # the reference workload's CPU s beside the fit
+    timed = ({"steps": 24}, {"steps": 16, "prompts": 32, "group": 8}, {"steps": 40, "epochs": 1, "prompts": 8})
     presets = {
         "GRPO beside Dr. GRPO (defaults)": {},
         "G = 4: more groups with equal rewards": {"group": 4},
@@ -109,11 +113,13 @@ class RlvrGrpo(Scenario):
     }
 
     def work(self, config: Config) -> Work:
-        """Per arm: a rollout (prompts × G samples of up to max_len tokens) every `epochs` updates."""
+        """Per arm: a rollout (prompts × G samples, up to max_len forward passes) every `epochs` updates, each
+        update a forward and backward over prompts × G responses, and a held-out evaluation per log."""
         rollouts = -(-config.steps // config.epochs)
         samples = rollouts * config.prompts * config.group
-        return Work({"warm_steps": config.warm_steps, "samples": 2 * samples,
-                     "updates": 2 * config.steps * config.prompts * config.group},
+        return Work({"warm_steps": config.warm_steps, "sample_tokens": 2 * samples * config.max_len,
+                     "updates": 2 * config.steps * config.prompts * config.group,
+                     "logs": 2 * -(-config.steps // log_every(config))},
                     floats=config.prompts * config.group * config.max_len * 64 * 13)
 
     def phases(self, config: Config) -> list[list[Arm]]:
