@@ -110,7 +110,7 @@ def kl_figure(records: Records, palette: dict[str, str], clip: float) -> go.Figu
     fig.update_yaxes(title_text="share of tokens", row=2, col=1)
     fig.update_xaxes(title_text="policy update", row=2, col=1)
     fig.update_layout(title="KL to the reference; tokens clipped", margin=dict(l=60, r=20, t=50, b=50),
-                      legend=dict(orientation="h", yanchor="top", y=-0.15, x=0), legend_title_text="arm")
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0), legend_title_text="arm")
     return fig
 
 
