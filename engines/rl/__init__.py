@@ -1,2 +1,3 @@
-"""Preference learning and reinforcement learning: DPO (`dpo`, its worlds in `dpo_tasks`) and the
-classic RLHF recipe, a reward model then PPO (`rlhf`, `rlhf_worlds`)."""
+"""Preference learning and reinforcement learning: DPO (`dpo`, its worlds in `dpo_tasks`), the classic
+RLHF recipe, a reward model then PPO (`rlhf`, `rlhf_worlds`), and RL with verifiable rewards, GRPO and
+Dr. GRPO on the tiny LM (`grpo`)."""
