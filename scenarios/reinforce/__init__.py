@@ -29,7 +29,7 @@ from scenarios.reinforce.figures import (BANDIT_ARMS, BANDIT_BASE, BANDIT_LINEAR
                                          CORRIDOR_BASE, CORRIDOR_FAST, CORRIDOR_PLAIN, EXACT)
 
 CURVE_POINTS = 99  # values of p the Bellman curve is drawn at
-VARIANCE_EPISODES = 16  # fresh episodes per log for the gradient variance at the baseline arm's θ
+VARIANCE_EPISODES = 32  # fresh episodes per log for the gradient variance at the baseline arm's θ
 
 
 class Config(ScenarioConfig):

@@ -3,7 +3,7 @@ solved limits, the Bellman curve v(S) over p, the gradient variance with and wit
 and the bandit's exact expected reward against its optimum."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import layout, log_ticks
+from scenarios.plotting import layout
 from scenarios.records import Records
 
 CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST = ("corridor: no baseline, small α_θ", "corridor: learned baseline",
@@ -35,10 +35,8 @@ def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     """−v(S) of the policies that played each log window (exact, solid) and their mean episode length
     (sampled, dotted): the expected and the actual steps to the goal."""
     fig = go.Figure()
-    shown: list[float] = []
     for arm in CORRIDOR_ARMS:
         exact, sampled = -records.series(arm, "window/v_start"), -records.series(arm, "window/return")
-        shown += exact.tolist() + sampled.tolist()
         fig.add_scatter(x=exact.index, y=exact.to_numpy(), name=arm, mode="lines", line=dict(color=colors[arm]),
                         legendgroup=arm, hovertemplate=f"{arm}<br>episode %{{x}}<br>−v(S) = %{{y:.2f}} steps "
                                                        f"(exact, mean over the window)<extra></extra>")
@@ -47,12 +45,10 @@ def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         hovertemplate=f"{arm}<br>episode %{{x}}<br>mean episode length %{{y:.1f}}<extra></extra>")
     _, v_star = limits(records)
     if v_star is not None:
-        shown.append(-v_star)
         fig.add_hline(y=-v_star, line_dash="dash", line_color="gray", annotation_position="top right",
                       annotation_text=f"−v* = {-v_star:.2f} = 6 + 4√2 (Bellman solve)")
-    fig = layout(fig, "Corridor: expected steps to the goal, −v(S) (solid: exact; dotted: sampled episodes)",
-                 "episode", "steps to the goal, −v(S) (log scale)", log_y=True)
-    return fig.update_yaxes(**log_ticks(shown)) if shown else fig
+    return layout(fig, "Corridor: expected steps to the goal, −v(S) (solid: exact; dotted: sampled episodes)",
+                  "episode", "steps to the goal, −v(S) (log scale)", log_y=True)
 
 
 def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> go.Figure:
