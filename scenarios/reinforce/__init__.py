@@ -90,7 +90,9 @@ class Reinforce(Scenario):
         "a slow baseline (α_w = 2⁻¹⁰)": {"lr_value": 2 ** -10},
         "two bandit actions (an XOR)": {"bandit_actions": 2},
     }
-    rates = {}
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
+    rates = {"episodes": 0.000269, "macs": 9.45e-10, "run": 0.414, "updates": 0.000353}
+    rates_reference = 0.1892  # the reference workload's CPU s beside the fit
     timed = ({"episodes": 1000, "bandit_steps": 100}, {"episodes": 500, "bandit_steps": 200, "hidden": 128},
              {"episodes": 2000, "bandit_steps": 50, "bandit_batch": 256})
 
