@@ -81,7 +81,7 @@ def test_a_short_run_shows_the_baseline_lowering_the_variance() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("overrides", [{"seed": 0}, {"seed": 1}, {"seed": 2}, {"seed": 3, "lr_policy": 2 ** -10},
-                                       {"seed": 5, "init_right": 0.5, "lr_value": 2 ** -4}])
+                                       {"seed": 5, "init_right": 0.2, "lr_value": 2 ** -4}])
 def test_reinforce_converges_to_the_solved_optimum_and_the_baseline_gets_there_sooner(overrides) -> None:
     records, summary = run(**overrides)
     assert abs(summary["p_star"] - P_STAR) < 1e-6 and abs(summary["v_star"] - V_STAR) < 1e-9, summary
@@ -101,8 +101,9 @@ def test_the_mlp_policy_nears_the_bandit_optimum_and_the_linear_one_does_not(ove
     records, summary = run(episodes=200, **overrides)
     best, uniform = summary["bandit_optimum"], summary["bandit_uniform"]
     closed = {arm: (summary["bandit"][arm] - uniform) / (best - uniform) for arm in (BANDIT_PLAIN, BANDIT_BASE, BANDIT_LINEAR)}
-    assert closed[BANDIT_PLAIN] > 0.7 and closed[BANDIT_BASE] > 0.7, f"{overrides}: share of the gap closed {closed}"
-    assert closed[BANDIT_LINEAR] < 0.5, f"{overrides}: {closed}"
+    assert closed[BANDIT_PLAIN] > 0.5 and closed[BANDIT_BASE] > 0.5, f"{overrides}: share of the gap closed {closed}"
+    assert closed[BANDIT_LINEAR] < 0.5 and closed[BANDIT_LINEAR] < min(closed[BANDIT_PLAIN], closed[BANDIT_BASE]), \
+        f"{overrides}: {closed}"
 
 
 @pytest.mark.parametrize("field, value", [("episodes", 50), ("lr_policy", 0.1), ("lr_value", 2.0), ("init_right", 1.0),

@@ -87,7 +87,7 @@ class Reinforce(Scenario):
     presets = {
         "one step size for all three (2⁻⁹)": {"lr_plain": 2 ** -9},
         "start near the optimum (P(right) = 0.5)": {"init_right": 0.5},
-        "a slow baseline (α_w = 2⁻¹⁰)": {"lr_value": 2 ** -10},
+        "a slow baseline (α_w = 2⁻⁹)": {"lr_value": 2 ** -9},
         "two bandit actions (an XOR)": {"bandit_actions": 2},
     }
     # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):

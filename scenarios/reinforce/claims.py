@@ -43,15 +43,15 @@ def converged(records: Records, arm: str, episodes: int) -> Sentence | None:
         Computed("mean P(right) {}", p_end, lambda r: last_quarter(r, arm, "window/p_right", episodes), shown=f"{p_end:.3f}"),
         Computed("mean v(S) {}", v_end, lambda r: last_quarter(r, arm, "window/v_start", episodes), shown=f"{v_end:.2f}")]
     verdict = "within" if inside else "outside"
-    return say("{}: {} and {} over its last quarter, " + verdict + f" the tolerance (|p − p*| ≤ {P_TOLERANCE}, "
-               f"v ≥ v* − {V_TOLERANCE})", arm, *parts)
+    return say("{}: {} and {} over its last quarter, " + verdict + f" the tolerance (P(right) within {P_TOLERANCE} "
+               f"of the optimum's, v(S) at most {V_TOLERANCE} below it)", arm, *parts)
 
 
 def optimum_sentence(records: Records) -> Sentence | None:
     p_star, v_star = limits(records)
     if p_star is None:
         return None
-    return say("Solved by the Bellman system: p* = {}, v*(S) = {}", Computed(
+    return say("Solved by the Bellman system: the best P(right) is {} and its v(S) {}", Computed(
         "{}", p_star, lambda r: limits(r)[0], shown=f"{p_star:.4f}"), Computed("{}", v_star, lambda r: limits(r)[1],
                                                                               shown=f"{v_star:.3f}"))
 
@@ -68,7 +68,7 @@ def reached_sentence(records: Records) -> Sentence | None:
                                   shown="never" if step < 0 else f"episode {step}"))
     if not parts:
         return None
-    return say(f"First log window whose mean exact v(S) came within {V_TOLERANCE} of v*: " +
+    return say(f"First log window whose mean exact v(S) came within {V_TOLERANCE} of the optimum: " +
                ", ".join(["{}"] * len(parts)), *parts)
 
 
@@ -131,7 +131,7 @@ def summary(records: Records, episodes: int) -> dict:
                  "reached": reached(records, arm, v_star) if v_star is not None else None} for arm in CORRIDOR_ARMS}
     ratios = {arm: statistics.median(r) if (r := variance_ratios(records, arm)) else None for arm in (CORRIDOR_BASE, BANDIT_BASE)}
     bandit = {arm: records.last(arm, "expected_reward") for arm in BANDIT_ARMS}
-    return {"headline": {"p*": p_star, "v*(S)": v_star,
+    return {"headline": {"optimal P(right)": p_star, "optimal v(S)": v_star,
                          **{f"last-quarter P(right), {arm}": end[arm]["p_right"] for arm in CORRIDOR_ARMS},
                          f"median variance ratio, {CORRIDOR_BASE}": ratios[CORRIDOR_BASE],
                          f"expected reward, {BANDIT_PLAIN}": bandit[BANDIT_PLAIN],

@@ -44,9 +44,11 @@ def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         line=dict(color=colors[arm], dash="dot", width=1), opacity=0.6, showlegend=False,
                         hovertemplate=f"{arm}<br>episode %{{x}}<br>mean episode length %{{y:.1f}}<extra></extra>")
     _, v_star = limits(records)
-    if v_star is not None:
-        fig.add_hline(y=-v_star, line_dash="dash", line_color="gray", annotation_position="top right",
-                      annotation_text=f"−v* = {-v_star:.2f} = 6 + 4√2 (Bellman solve)")
+    last = max((records.last_step(arm, "window/v_start") or 0 for arm in CORRIDOR_ARMS), default=0)
+    if v_star is not None:  # a trace, not add_hline: an hline's annotation on a log axis stretches the range
+        fig.add_scatter(x=[0, max(1, last)], y=[-v_star, -v_star], mode="lines", line=dict(color="gray", dash="dash"),
+                        name=f"−v* = {-v_star:.2f} = 6 + 4√2 (Bellman solve)",
+                        hovertemplate="−v* = %{y:.3f} steps (Bellman solve)<extra></extra>")
     return layout(fig, "Corridor: expected steps to the goal, −v(S) (solid: exact; dotted: sampled episodes)",
                   "episode", "steps to the goal, −v(S) (log scale)", log_y=True)
 
