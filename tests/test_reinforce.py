@@ -11,7 +11,7 @@ from engines.rl.reinforce_bandit import make_bandit
 from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.records import Records
-from scenarios.reinforce.claims import P_TOLERANCE, V_TOLERANCE
+from scenarios.reinforce.claims import P_TOLERANCE, REACH, V_TOLERANCE
 from scenarios.reinforce.figures import (BANDIT_BASE, BANDIT_LINEAR, BANDIT_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST,
                                          CORRIDOR_PLAIN)
 
@@ -90,8 +90,21 @@ def test_reinforce_converges_to_the_solved_optimum_and_the_baseline_gets_there_s
         assert abs(end["p_right"] - P_STAR) <= P_TOLERANCE, f"{overrides} {arm}: last-quarter P(right) {end['p_right']:.3f}"
         assert end["v_start"] >= V_STAR - V_TOLERANCE, f"{overrides} {arm}: last-quarter v(S) {end['v_start']:.2f}"
     plain, based = summary["corridor"][CORRIDOR_PLAIN]["reached"], summary["corridor"][CORRIDOR_BASE]["reached"]
-    assert 0 <= based < plain, f"{overrides}: reached v* − {V_TOLERANCE} at episode {based} (baseline) vs {plain}"
+    assert 0 <= based < plain, f"{overrides}: reached v* − {REACH} at episode {based} (baseline) vs {plain}"
     assert summary["variance_ratio"][CORRIDOR_BASE] > 1.5, f"{overrides}: {summary['variance_ratio']}"
+
+
+@pytest.mark.slow
+def test_at_the_same_step_size_the_baseline_keeps_the_policy_closer_to_the_optimum() -> None:
+    """α_θ = 2⁻⁹ with and without the learned baseline, seeds 0-5: the last quarter's mean v(S) is higher with it
+    at every seed (measured 2026-12-05 at seeds 0-9: −11.76…−12.07 with, −12.02…−12.95 without)."""
+    from engines.rl.reinforce import CorridorArm, train_corridor
+
+    def last_quarter_v(spec: CorridorArm, seed: int) -> float:
+        logged = [r.metrics for r in train_corridor(spec, 2000, 0.05, 20, seed) if r is not None and r.step >= 1500]
+        return sum(m["window/v_start"] for m in logged) / len(logged)
+    pairs = [(last_quarter_v(CorridorArm(2 ** -9, 2 ** -6), s), last_quarter_v(CorridorArm(2 ** -9), s)) for s in range(6)]
+    assert all(a > b for a, b in pairs), f"(with, without) per seed: {pairs}"
 
 
 @pytest.mark.slow

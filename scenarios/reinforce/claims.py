@@ -7,10 +7,11 @@ from scenarios.claims import Claim, Computed, Lower
 from scenarios.explanation import Explanation, Sentence, join, say
 from scenarios.records import Records
 from scenarios.reinforce.figures import (BANDIT_ARMS, BANDIT_BASE, BANDIT_LINEAR, BANDIT_PLAIN, CORRIDOR_ARMS,
-                                         CORRIDOR_BASE, EXACT, limits)
+                                         CORRIDOR_BASE, CORRIDOR_FAST, EXACT, limits)
 
 P_TOLERANCE = 0.1   # |mean P(right) − p*| over the last quarter, for "converged"
-V_TOLERANCE = 0.5   # v* − mean v(S) over the last quarter (steps), for "converged" and "reached"
+V_TOLERANCE = 0.75  # v* − mean v(S) over the last quarter (steps, ~6% of v*), for "converged"
+REACH = 0.5         # v* − a log window's mean v(S), for "reached"
 
 
 def last_quarter(records: Records, arm: str, metric: str, episodes: int) -> float | None:
@@ -21,9 +22,9 @@ def last_quarter(records: Records, arm: str, metric: str, episodes: int) -> floa
 
 
 def reached(records: Records, arm: str, v_star: float) -> int:
-    """The first logged episode whose window's mean exact v(S) is within V_TOLERANCE of v*; −1: never."""
+    """The first logged episode whose window's mean exact v(S) is within REACH of v*; −1: never."""
     series = records.series(arm, "window/v_start")
-    hits = series[series >= v_star - V_TOLERANCE]
+    hits = series[series >= v_star - REACH]
     return int(hits.index[0]) if len(hits) else -1
 
 
@@ -68,8 +69,20 @@ def reached_sentence(records: Records) -> Sentence | None:
                                   shown="never" if step < 0 else f"episode {step}"))
     if not parts:
         return None
-    return say(f"First log window whose mean exact v(S) came within {V_TOLERANCE} of the optimum: " +
+    return say(f"First log window whose mean exact v(S) came within {REACH} of the optimum: " +
                ", ".join(["{}"] * len(parts)), *parts)
+
+
+def matched_sentence(records: Records, episodes: int) -> Sentence | None:
+    """The baseline arm against the arm without one at the same α_θ: whose last quarter sat closer to v*."""
+    based, bare = (last_quarter(records, CORRIDOR_BASE, "window/v_start", episodes),
+                   last_quarter(records, CORRIDOR_FAST, "window/v_start", episodes))
+    if based is None or bare is None or based == bare:
+        return None
+    words = "closer to" if based > bare else "further from"
+    return say("At the same α_θ, the learned baseline's last quarter sat " + words + " the optimum: mean v(S) {} with "
+               "it, {} without", *(Computed("{}", v, lambda r, a=arm: last_quarter(r, a, "window/v_start", episodes),
+                                             shown=f"{v:.2f}") for v, arm in ((based, CORRIDOR_BASE), (bare, CORRIDOR_FAST))))
 
 
 def variance_sentence(records: Records, arm: str, points: str) -> Sentence | None:
@@ -118,7 +131,7 @@ def explanation(records: Records, episodes: int) -> Explanation:
     head = optimum_sentence(records)
     if head is None or not ends:
         return Explanation(waiting="Run to solve the corridor exactly and train REINFORCE with and without a baseline.")
-    details = [reached_sentence(records), variance_sentence(records, CORRIDOR_BASE, "logged points"),
+    details = [reached_sentence(records), matched_sentence(records, episodes), variance_sentence(records, CORRIDOR_BASE, "logged points"),
                *(bandit_sentence(records, arm) for arm in BANDIT_ARMS), linear_sentence(records),
                variance_sentence(records, BANDIT_BASE, "logged updates")]
     return Explanation(join(head, ends[0]), tuple(s for s in [*ends[1:], *details] if s is not None))
