@@ -33,6 +33,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
+    "reinforce": 5.63,           # 2026-12-05 08:22 UTC, load ~5 (vanishing-gradients 2.51 beside it)
 }
 
 
