@@ -86,6 +86,7 @@ class Reinforce(Scenario):
                r"\end{aligned}")
     Config = Config
     tiny = {"episodes": 200, "bandit_steps": 20, "bandit_batch": 16, "hidden": 16}
+    tiny_space = {"init_right": [0.05, 0.2, 0.5, 0.8]}  # near 0.01 or 0.99 an episode lasts hundreds of steps
     presets = {
         "one step size for all three (2⁻⁹)": {"lr_plain": 2 ** -9},
         "start near the optimum (P(right) = 0.5)": {"init_right": 0.5},

@@ -24,9 +24,11 @@ def policy_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=series.index, y=series.to_numpy(), name=arm, mode="lines", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>episode %{{x}}<br>P(right) %{{y:.3f}}<extra></extra>")
     p_star, _ = limits(records)
-    if p_star is not None:
-        fig.add_hline(y=p_star, line_dash="dash", line_color="gray", annotation_position="bottom right",
-                      annotation_text=f"p* = {p_star:.4f} (Bellman solve; 2 − √2)")
+    last = max((records.last_step(arm, "p_right") or 0 for arm in CORRIDOR_ARMS), default=0)
+    if p_star is not None:  # a legend entry rather than an annotation the curves would hide
+        fig.add_scatter(x=[0, max(1, last)], y=[p_star, p_star], mode="lines", line=dict(color="gray", dash="dash"),
+                        name=f"p* = {p_star:.4f} = 2 − √2 (Bellman solve)",
+                        hovertemplate="p* = %{y:.4f} (Bellman solve)<extra></extra>")
     fig.update_yaxes(range=[0, 1])
     return layout(fig, "Corridor: the policy's P(right)", "episode", "P(right)")
 
@@ -70,8 +72,10 @@ def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> g
             fig.add_scatter(x=[p_end], y=[-v_end], name=f"{arm}, last quarter", mode="markers",
                             marker=dict(color=colors[arm], size=9),
                             hovertemplate=f"{arm}<br>mean P(right) %{{x:.3f}}<br>mean −v(S) %{{y:.2f}}<extra></extra>")
-    return layout(fig, "Corridor: −v(S) for every P(right), from the 3×3 Bellman system", "P(right)",
-                  "steps to the goal, −v(S) (log scale)", log_y=True)
+    fig = layout(fig, "Corridor: −v(S) for every P(right), from the 3×3 Bellman system<br><sup>dots: each arm's mean "
+                      "P(right) and mean −v(S) over its last quarter (above the curve where its p wandered)</sup>", "P(right)",
+                 "steps to the goal, −v(S) (log scale)", log_y=True)
+    return fig.update_yaxes(range=[1, 2])  # 10 to 100 steps: the minimum and the arms' ends, not the walls at p → 0, 1
 
 
 def variance_figure(records: Records, arms: list[str], x_title: str, title: str) -> go.Figure:
