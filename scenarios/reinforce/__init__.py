@@ -9,7 +9,7 @@ the gradient taken by autograd; with a baseline, G_t − v̂(S_t), v̂ a table l
 size α_w. Three arms: no baseline at a small step (Sutton & Barto's 2⁻¹³), the baseline at a larger
 one (their 2⁻⁹), and no baseline at that larger step, so the step size and the baseline are told apart.
 The variance of the per-episode gradient is measured at the baseline arm's own θ, with and without
-its v̂, on 32 fresh episodes per log. "Converged" is said of an arm whose last quarter of episodes
+its v̂, on fresh episodes at each log (32; fewer in runs under 1600 episodes). "Converged" is said of an arm whose last quarter of episodes
 averages a P(right) within 0.1 of p* and a v(S) within 0.75 of v* (about 6%); "reached" of the first
 log window whose policies' mean v(S) is within 0.5 of v*.
 
@@ -31,7 +31,8 @@ from scenarios.reinforce.figures import (BANDIT_ARMS, BANDIT_BASE, BANDIT_LINEAR
                                          CORRIDOR_BASE, CORRIDOR_FAST, CORRIDOR_PLAIN, EXACT)
 
 CURVE_POINTS = 99  # values of p the Bellman curve is drawn at
-VARIANCE_EPISODES = 32  # fresh episodes per log for the gradient variance at the baseline arm's θ
+CORRIDOR_POINTS = 50  # logged points per corridor arm
+VARIANCE_EPISODES = 32  # fresh episodes per log for the gradient variance at the baseline arm's θ (at most)
 
 
 class Config(ScenarioConfig):
@@ -104,10 +105,11 @@ class Reinforce(Scenario):
         from engines.rl.reinforce import CorridorArm, train_corridor
         from engines.rl.reinforce_bandit import BanditArm, make_bandit, train_bandit
         specs = {CORRIDOR_PLAIN: CorridorArm(config.lr_plain),
-                 CORRIDOR_BASE: CorridorArm(config.lr_policy, config.lr_value, VARIANCE_EPISODES),
+                 CORRIDOR_BASE: CorridorArm(config.lr_policy, config.lr_value, variance_episodes(config.episodes)),
                  CORRIDOR_FAST: CorridorArm(config.lr_policy)}
-        corridor = [Arm(name, train_corridor(spec, config.episodes, config.init_right, log_every_for(config.episodes),
-                                             config.seed), config.episodes, cost=0.05)
+        every = log_every_for(config.episodes, CORRIDOR_POINTS)
+        corridor = [Arm(name, train_corridor(spec, config.episodes, config.init_right, every, config.seed),
+                        config.episodes, cost=0.05)
                     for name, spec in specs.items()]
         bandit = make_bandit(config.bandit_actions, config.seed)
         kinds = {BANDIT_PLAIN: BanditArm(True, False), BANDIT_BASE: BanditArm(True, True),
@@ -145,6 +147,11 @@ class Reinforce(Scenario):
             "bandit_variance": lambda: look.variance_figure(records, [BANDIT_BASE], "update",
                                                             "Per-round gradient variance at the MLP + baseline arm's weights"),
         })
+
+
+def variance_episodes(episodes: int) -> int:
+    """Fresh episodes per log for the variance: 32, fewer in a short run (never more than its training episodes)."""
+    return max(8, min(VARIANCE_EPISODES, episodes // CORRIDOR_POINTS))
 
 
 def exact_records(bandit):
