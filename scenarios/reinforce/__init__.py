@@ -95,8 +95,8 @@ class Reinforce(Scenario):
         "two bandit actions (an XOR)": {"bandit_actions": 2},
     }
     # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
-    rates = {"episodes": 0.000269, "macs": 9.45e-10, "run": 0.414, "updates": 0.000353}
-    rates_reference = 0.1892  # the reference workload's CPU s beside the fit
+    rates = {"episodes": 0.000291, "macs": 8.32e-10, "run": 0.13, "updates": 0.000539}
+    rates_reference = 0.1708  # the reference workload's CPU s beside the fit
     timed = ({"episodes": 1000, "bandit_steps": 100}, {"episodes": 500, "bandit_steps": 200, "hidden": 128},
              {"episodes": 2000, "bandit_steps": 50, "bandit_batch": 256})
 
