@@ -56,7 +56,8 @@ def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 
 
 def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> go.Figure:
-    """v(S) solved at each p of the grid, the optimum, and where each arm's last quarter sat."""
+    """v(S) solved at each p of the grid, the optimum, and each arm's last-quarter mean P(right) and mean −v(S)
+    (above the curve where its p wandered: the mean of v is below v at the mean p)."""
     from scenarios.reinforce.claims import last_quarter
     fig = go.Figure()
     p, v = records.series(EXACT, "curve/p"), records.series(EXACT, "curve/v_start")
@@ -69,11 +70,10 @@ def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> g
     for arm in CORRIDOR_ARMS:
         p_end, v_end = last_quarter(records, arm, "window/p_right", episodes), last_quarter(records, arm, "window/v_start", episodes)
         if p_end is not None:
-            fig.add_scatter(x=[p_end], y=[-v_end], name=f"{arm}, last quarter", mode="markers",
+            fig.add_scatter(x=[p_end], y=[-v_end], name=f"{arm}: last-quarter means", mode="markers",
                             marker=dict(color=colors[arm], size=9),
                             hovertemplate=f"{arm}<br>mean P(right) %{{x:.3f}}<br>mean −v(S) %{{y:.2f}}<extra></extra>")
-    fig = layout(fig, "Corridor: −v(S) for every P(right), from the 3×3 Bellman system<br><sup>dots: each arm's mean "
-                      "P(right) and mean −v(S) over its last quarter (above the curve where its p wandered)</sup>", "P(right)",
+    fig = layout(fig, "Corridor: −v(S) for every P(right), from the 3×3 Bellman system", "P(right)",
                  "steps to the goal, −v(S) (log scale)", log_y=True)
     return fig.update_yaxes(range=[1, 2])  # 10 to 100 steps: the minimum and the arms' ends, not the walls at p → 0, 1
 
