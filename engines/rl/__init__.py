@@ -1,2 +1,3 @@
-"""Preference learning and reinforcement learning: DPO (`dpo`, its worlds in `dpo_tasks`) and the
-classic RLHF recipe, a reward model then PPO (`rlhf`, `rlhf_worlds`)."""
+"""Preference learning and reinforcement learning: DPO (`dpo`, its worlds in `dpo_tasks`), the
+classic RLHF recipe, a reward model then PPO (`rlhf`, `rlhf_worlds`), and REINFORCE from scratch on
+the short corridor (`reinforce`) and on a contextual bandit (`reinforce_bandit`)."""
