@@ -35,6 +35,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
     "qlora": 6.95,               # 2026-12-05 (README, Speed; load 4-5 on the 2 cores, 4.0 CPU s)
     "scaling-laws": 15.75,       # 2026-12-05, load average 5-10 from other sessions (README, Speed)
+    "reinforce": 5.63,           # 2026-12-05 08:22 UTC, load ~5 (vanishing-gradients 2.51 beside it)
 }
 
 
