@@ -34,6 +34,8 @@ from scenarios.grokking.figures import ARMS, DECAY, NO_DECAY
 from scenarios.plotting import Figures, arm_colors
 from scenarios.records import Records
 
+POINTS = 60  # logged points per arm: each log runs the network four times and the FFT
+
 
 def is_prime(n: int) -> bool:
     return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))
@@ -51,7 +53,7 @@ class Config(ScenarioConfig):
     embed_dim: int = Field(32, ge=8, le=64, description="d: the embedding's width, shared by a and b.")
     hidden: int = Field(128, ge=32, le=256, description="Hidden ReLU units on [E_a; E_b].")
     steps: int = Field(1500, ge=100, le=5000, description="Full-batch AdamW steps of each arm.")
-    key_frequencies: int = Field(6, ge=1, le=12, description="k: the key frequencies kept in the restricted network "
+    key_frequencies: int = Field(6, ge=1, le=11, description="k: the key frequencies kept in the restricted network "
                                                              "(the k largest in the embedding at each logged step).")
 
     @model_validator(mode="after")
@@ -113,7 +115,7 @@ class Grokking(Scenario):
         from engines.supervised.grokking import train_arm
         setup = dict(p=config.p, train_fraction=config.train_fraction, embed_dim=config.embed_dim, hidden=config.hidden,
                      lr=config.lr, steps=config.steps, key_count=config.key_frequencies, seed=config.seed,
-                     log_every=log_every_for(config.steps))
+                     log_every=log_every_for(config.steps, POINTS))
         return together(Arm(DECAY, train_arm(weight_decay=config.weight_decay, **setup), config.steps),
                         Arm(NO_DECAY, train_arm(weight_decay=0.0, **setup), config.steps))
 
@@ -125,8 +127,8 @@ class Grokking(Scenario):
         and the training pairs once more."""
         pairs = config.p ** 2
         example_macs = 2 * config.embed_dim * config.hidden + config.hidden * config.p
-        macs = 2 * (3 * config.steps * config.train_fraction * pairs + logs(config.steps) * 4 * pairs) * example_macs
-        return Work({"steps": 2 * config.steps, "logs": 2 * logs(config.steps), "macs": macs},
+        macs = 2 * (3 * config.steps * config.train_fraction * pairs + logs(config.steps, POINTS) * 4 * pairs) * example_macs
+        return Work({"steps": 2 * config.steps, "logs": 2 * logs(config.steps, POINTS), "macs": macs},
                     floats=2 * (pairs * (config.p + config.hidden) * 3 + 4 * example_macs))
 
     def summarize(self, frame, config: Config) -> dict:
@@ -163,9 +165,9 @@ class Grokking(Scenario):
         return Figures({
             "accuracy": lambda: look.accuracy_figure(records, colors, config.p),
             "loss": lambda: look.loss_figure(records, colors),
-            "spectrum": lambda: look.spectrum_figure(records, colors),
-            "spectrum_over_time": lambda: look.spectrum_over_time_figure(records),
-            "distilled": lambda: look.distilled_figure(records, colors, config.key_frequencies),
             "restricted": lambda: look.restricted_figure(records, colors, config.key_frequencies),
             "norm": lambda: look.norm_figure(records, colors),
+            "spectrum": lambda: look.spectrum_figure(records, colors),
+            "distilled": lambda: look.distilled_figure(records, colors, config.key_frequencies),
+            "spectrum_over_time": lambda: look.spectrum_over_time_figure(records),
         })

@@ -53,8 +53,9 @@ def grokking_sentence(records: Records, arm: str, p: int) -> Sentence | None:
         parts += [percent(GROKKED), step_claim("{}", records, arm, "test_acc", at_least=GROKKED)]
         if fitted is not None:
             template += ", {}"
-            parts.append(Computed("{} steps later", float(grokked - fitted),
-                                  lambda r: _gap(r, arm), shown=f"{grokked - fitted}"))
+            gap = grokked - fitted  # negative when the held-out pairs were right before every training pair was
+            parts.append(Computed("{} " + ("step " if abs(gap) == 1 else "steps ") + ("later" if gap >= 0 else "earlier"), float(gap),
+                                  lambda r: _gap(r, arm), shown=f"{abs(gap)}"))
     return say(template, *parts)
 
 

@@ -3,7 +3,7 @@ embedding's Fourier spectrum (at the last step and over training), and the netwo
 to its key frequencies against the same number of other ones."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import add_curve, layout
+from scenarios.plotting import add_curve, full_width, layout
 from scenarios.records import Records
 
 DECAY, NO_DECAY = "AdamW, weight decay", "Adam, no weight decay"
@@ -74,9 +74,10 @@ def spectrum_figure(records: Records, colors: dict[str, str]) -> go.Figure:
             fig.add_bar(x=list(shares), y=[100 * v for v in shares.values()], name=arm, marker_color=colors[arm],
                         hovertemplate=f"{arm}<br>frequency %{{x}}<br>%{{y:.1f}}% of the norm<extra></extra>")
     fig.update_layout(barmode="group")
-    fig.update_xaxes(dtick=1 if len(spectrum_shares(records, DECAY)) <= 24 else 2)
-    return layout(fig, "The embedding's Fourier spectrum at the last step (the constant left out)",
-                  "frequency k (cos, sin of 2πkx/p)", "% of the embedding's squared norm")
+    fig.update_xaxes(dtick=1)
+    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    return full_width(layout(fig, "The embedding's Fourier spectrum at the last step (the constant left out)",
+                  "frequency k (cos, sin of 2πkx/p)", "% of the embedding's squared norm"))
 
 
 def spectrum_over_time_figure(records: Records) -> go.Figure:
@@ -87,9 +88,10 @@ def spectrum_over_time_figure(records: Records) -> go.Figure:
         steps = records.series(DECAY, names[0]).index.tolist()
         z = [[100 * v for v in records.series(DECAY, m).reindex(steps).tolist()] for m in names]
         fig.add_heatmap(x=steps, y=[int(m[len(SPECTRUM):]) for m in names], z=z, colorscale="Viridis",
-                        colorbar=dict(title="% of norm"),
+                        colorbar=dict(title="%"),
                         hovertemplate="step %{x}<br>frequency %{y}<br>%{z:.1f}% of the norm<extra></extra>")
-    return layout(fig, f"{DECAY}: the spectrum over training", "step", "frequency k")
+    return full_width(layout(fig, f"{DECAY}: the spectrum over training (% of the embedding's norm per frequency)",
+                             "step", "frequency k"))
 
 
 def distilled_figure(records: Records, colors: dict[str, str], key_count: int) -> go.Figure:
@@ -106,6 +108,6 @@ def distilled_figure(records: Records, colors: dict[str, str], key_count: int) -
         fig.add_bar(x=[label for label, _ in bars], y=[100 * (v or 0) for v in values], name=arm, marker_color=colors[arm],
                     text=[f"{100 * (v or 0):.1f}%" for v in values], textposition="outside",
                     hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.1f}}% correct<extra></extra>")
-    fig.update_layout(barmode="group", yaxis_range=[0, 112])
-    return layout(fig, "The embedding projected onto a few frequencies: accuracy at the last step", "embedding kept",
-                  "% correct")
+    fig.update_layout(barmode="group", yaxis_range=[0, 112], legend=dict(orientation="h", y=-0.25))
+    return full_width(layout(fig, "The embedding projected onto a few frequencies: accuracy at the last step",
+                             "what the embedding keeps", "% correct"))
