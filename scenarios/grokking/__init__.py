@@ -106,8 +106,9 @@ class Grokking(Scenario):
         "a larger prime (p = 59)": {"p": 59},
     }
 
-    rates = {"steps": 0.003, "logs": 0.004}  # provisional: refit with bench/estimates.py
-    rates_reference = 0.1409
+    # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):
+    rates = {"macs": 3.05e-11, "run": 0.0724, "steps": 0.000745}
+    rates_reference = 0.1467  # the reference workload's CPU s beside the fit
     timed = ({"steps": 200}, {"steps": 300, "p": 31, "key_frequencies": 4}, {"steps": 200, "hidden": 256, "p": 59})
 
     def phases(self, config: Config) -> list[list[Arm]]:
