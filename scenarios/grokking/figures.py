@@ -36,6 +36,7 @@ def norm_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     fig = go.Figure()
     for arm in ARMS:
         add_curve(fig, records, arm, "weight_norm", arm, colors[arm])
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return layout(fig, "Weight norm ‖θ‖₂ over every parameter", "step", "‖θ‖₂")
 
 
@@ -90,7 +91,7 @@ def spectrum_over_time_figure(records: Records) -> go.Figure:
         fig.add_heatmap(x=steps, y=[int(m[len(SPECTRUM):]) for m in names], z=z, colorscale="Viridis",
                         colorbar=dict(title="%"),
                         hovertemplate="step %{x}<br>frequency %{y}<br>%{z:.1f}% of the norm<extra></extra>")
-    return full_width(layout(fig, f"{DECAY}: the spectrum over training (% of the embedding's norm per frequency)",
+    return full_width(layout(fig, f"{DECAY}: each frequency's % of the embedding's norm, over training",
                              "step", "frequency k"))
 
 
