@@ -54,7 +54,7 @@ class Config(ScenarioConfig):
 class ScalingLaws(Scenario):
     id = "scaling-laws"
     title = "Scaling laws and compute-optimal training"
-    order = 38
+    order = 45
     topic = "Language models"
     picture = "grid"
     question = "How does a language model's loss fall with its parameters and its tokens, and how should a compute budget be split?"
