@@ -33,10 +33,10 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
-    "qlora": 6.95,               # 2026-12-05 (README, Speed; load 4-5 on the 2 cores, 4.0 CPU s)
-    "scaling-laws": 15.75,       # 2026-12-05, load average 5-10 from other sessions (README, Speed)
-    "reinforce": 5.63,           # 2026-12-05 08:22 UTC, load ~5 (vanishing-gradients 2.51 beside it)
-    "grokking": 19.21,           # 2026-12-05 08:23 UTC, load ~5 (README, Speed: the lead adds the row)
+    "qlora": 4.10,               # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "scaling-laws": 8.39,        # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "reinforce": 2.63,           # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "grokking": 6.63,            # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
 }
 
 
