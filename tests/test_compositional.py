@@ -1,0 +1,114 @@
+"""Compositional generalization: the language's interpretation function, its splits, the training
+targets, and the physics — near 100% on a random split, failure on "add jump" located at the JUMP token,
+what a few jump compositions in training do, and the length split."""
+import pytest
+import torch
+
+from engines.sequence import scan
+from engines.sequence.compositional import targets_of
+from engines.sequence.lm import IGNORE
+from scenarios import get_scenario
+from scenarios.base import ConfigError
+from scenarios.compositional.figures import ADD_JUMP, JUMP_PLUS, LENGTH, RANDOM
+from scenarios.records import Records
+from tests.sentence_checks import problems
+
+SCENARIO = get_scenario("compositional")
+
+
+@pytest.mark.parametrize("command, actions", [
+    ("jump", "JUMP"), ("turn left", "LTURN"), ("walk left", "LTURN WALK"), ("run opposite right", "RTURN RTURN RUN"),
+    ("jump twice and walk left", "JUMP JUMP LTURN WALK"), ("look thrice after turn right", "RTURN LOOK LOOK LOOK"),
+    ("walk around left", "LTURN WALK LTURN WALK LTURN WALK LTURN WALK"), ("turn around right twice", " ".join(["RTURN"] * 8)),
+    ("turn opposite left thrice after jump", "JUMP " + " ".join(["LTURN"] * 6)),
+])
+def test_the_interpretation_function(command, actions) -> None:
+    assert scan.meaning(command) == actions.split(), f"{command!r} → {scan.meaning(command)}"
+
+
+def test_the_full_grammar_has_scans_20910_commands_each_with_its_own_text() -> None:
+    full = scan.commands(opposite=True, around=True)
+    assert len(full) == len(set(full)) == 20910, f"{len(full)} commands, {len(set(full))} distinct"
+    assert max(len(scan.meaning(c)) for c in full) == 48, "SCAN's longest meaning is 48 actions"
+    small = scan.commands(False, False, ("and",))
+    assert len(small) == 42 + 42 ** 2, len(small)  # 14 verbs × 3 repetitions = 42 phrases
+    assert max(len(scan.meaning(c)) for c in small) == 12
+
+
+def test_add_jump_trains_jump_alone_and_tests_every_composition_with_it() -> None:
+    commands = scan.commands()
+    split = scan.add_jump_split(commands)
+    with_jump = [c for c in split.train if "jump" in c.split()]
+    assert with_jump == ["jump"], with_jump
+    assert all("jump" in c.split() for c in split.test)
+    assert sorted(split.train + split.test) == sorted(commands)
+    plus = scan.add_jump_split(commands, 32, seed=3)
+    moved = set(plus.train) - set(split.train)
+    assert len(moved) == 32 and moved <= set(split.test) and not moved & set(plus.test), len(moved)
+
+
+def test_random_and_length_splits_partition_the_language() -> None:
+    commands = scan.commands()
+    split = scan.random_split(commands, 0.2, seed=1)
+    assert len(split.test) == round(0.2 * len(commands)) and not set(split.train) & set(split.test)
+    length = scan.length_split(commands, 6)
+    assert max(len(scan.meaning(c)) for c in length.train) == 6 < min(len(scan.meaning(c)) for c in length.test)
+    assert len(length.train) + len(length.test) == len(commands)
+
+
+def test_the_loss_counts_the_actions_and_eos_only() -> None:
+    ids, seps = scan.encode(["jump twice and walk left", "turn right"], 14)
+    targets = targets_of(ids, seps)
+    words = [[scan.VOCAB[t] for t in row if t != IGNORE] for row in targets.tolist()]
+    assert words == [["JUMP", "JUMP", "LTURN", "WALK", scan.EOS], ["RTURN", scan.EOS]], words
+
+
+@pytest.mark.parametrize("field, value", [("max_train_actions", 12), ("d_model", 40), ("test_share", 0.9),
+                                          ("jump_examples", 0), ("steps", 10)])
+def test_bad_input_is_refused_naming_the_field(field, value) -> None:
+    with pytest.raises(ConfigError) as refused:
+        SCENARIO.validate({field: value})
+    assert field in str(refused.value), str(refused.value)
+
+
+def run(**overrides) -> tuple[Records, dict]:
+    frame, summary = SCENARIO.run(overrides)
+    return Records(frame), summary
+
+
+def claims_hold(overrides: dict) -> None:
+    records, _ = run(**overrides)
+    config = SCENARIO.validate(overrides)
+    explanation = SCENARIO.explain(records.frame, config)
+    claims = explanation.claims()
+    assert claims, explanation.markdown()
+    failed = [str(c) for c in claims if not c.holds(records)]
+    assert not failed, failed
+    sentences = [s.text for s in [explanation.takeaway, *explanation.details]]
+    assert not problems(SCENARIO.id, config, records, sentences), problems(SCENARIO.id, config, records, sentences)
+    for arm in (RANDOM, ADD_JUMP, JUMP_PLUS, LENGTH):
+        assert arm in explanation.markdown(), explanation.markdown()
+
+
+def test_every_claim_holds_off_the_defaults() -> None:
+    claims_hold({"seed": 4, "steps": 50, "d_model": 32, "layers": 1, "eval_commands": 32, "jump_examples": 8,
+                 "max_train_actions": 3})
+
+
+@pytest.mark.slow
+def test_every_claim_holds_with_the_larger_language() -> None:
+    claims_hold({"seed": 7, "steps": 120, "opposite": True, "after": True, "eval_commands": 64, "max_train_actions": 10,
+                 "batch_size": 32, "lr": 3e-3})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", [{}, {"seed": 1}, {"seed": 2, "test_share": 0.3, "jump_examples": 64}])
+def test_random_split_is_learned_and_add_jump_fails_at_the_jump_token(overrides) -> None:
+    _, summary = run(**overrides)
+    exact, tokens = summary["test_exact"], summary["actions"][ADD_JUMP]
+    assert exact[RANDOM] >= 0.97, f"{overrides}: random split {exact[RANDOM]:.3f} of its test commands"
+    assert exact[ADD_JUMP] <= 0.05, f"{overrides}: add jump {exact[ADD_JUMP]:.3f}"
+    assert summary["train_exact"][ADD_JUMP] >= 0.95, f"{overrides}: add jump's training commands {summary['train_exact']}"
+    assert tokens["JUMP"] <= 0.1 and min(tokens[a] for a in ("WALK", "RUN", "LOOK")) >= 0.9, f"{overrides}: {tokens}"
+    assert exact[JUMP_PLUS] >= exact[ADD_JUMP] + 0.3, f"{overrides}: with compositions {exact[JUMP_PLUS]:.3f}"
+    assert exact[LENGTH] <= 0.2, f"{overrides}: length split {exact[LENGTH]:.3f}"
