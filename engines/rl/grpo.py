@@ -2,7 +2,8 @@
 
 The task's answers are checked by a program, so the reward is exact — no reward model. A prompt
 is `bits` binary digits and "="; the answer is their digit sum (the count of ones, 0…9). Training
-prompts are drawn with every answer equally likely; a quarter of all prompts are held out. A
+prompts are drawn with every answer equally likely; a quarter of each answer's prompts are held out
+(never its only one, so every answer is trained on). A
 response is any tokens, then EOS; the token just before EOS is the answer (filler "." before it
 is allowed, so the policy can make its responses longer or shorter). Reward 1 if that token is
 the right digit, else 0 (also with no EOS within `max_len` tokens).
@@ -49,9 +50,12 @@ class Task:
     def make(cls, bits: int, max_len: int, heldout_share: float, seed: int) -> "Task":
         every = ((torch.arange(2 ** bits)[:, None] >> torch.arange(bits)) & 1)  # (2^bits, bits)
         prompts = torch.cat([every, torch.full((len(every), 1), EQUALS)], 1)
-        order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed))
-        cut = max(1, round(heldout_share * len(prompts)))
-        return cls(bits, max_len, prompts[order[cut:]], prompts[order[:cut]])
+        generator, held = torch.Generator().manual_seed(seed), torch.zeros(len(prompts), dtype=torch.bool)
+        for answer in range(bits + 1):  # a share of every answer's prompts, so every answer is trained on
+            rows = (every.sum(-1) == answer).nonzero()[:, 0]
+            rows = rows[torch.randperm(len(rows), generator=generator)]
+            held[rows[:min(len(rows) - 1, round(heldout_share * len(rows)))]] = True
+        return cls(bits, max_len, prompts[~held], prompts[held])
 
     def answers(self, prompts: torch.Tensor) -> torch.Tensor:
         return prompts[:, :self.bits].sum(-1)

@@ -33,7 +33,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
-    "rlvr-grpo": 14.1,           # 2026-12-05: CPU s of the default run, loaded machine (bench/estimates.py)
+    "rlvr-grpo": 15.5,           # 2026-12-05: CPU s of the default run, 8 bits (bench/estimates.py)
 }
 
 
