@@ -8,6 +8,7 @@ import torch
 
 from engines.rl import grpo
 from engines.sequence.lm import LMSpec, TinyLM
+import scenarios.rlvr_grpo as rlvr
 from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.records import Records
@@ -135,10 +136,13 @@ def test_under_one_over_o_a_longer_wrong_answer_is_pushed_down_less_per_token() 
 
 def test_the_warm_start_writes_the_format_at_chance() -> None:
     """After the default warm start, every greedy held-out response ends with EOS after a digit, and sampled
-    held-out accuracy is below 30% (chance 10%)."""
-    model, task = model_and_task(seed=0, bits=6, max_len=8)
+    held-out accuracy is below 30% (chance 1/9 at 8 bits)."""
+    config = SCENARIO.validate({})
+    task = grpo.Task.make(config.bits, config.max_len, rlvr.HELDOUT_SHARE, 0)
+    spec = LMSpec(grpo.VOCAB, context=config.bits + 1 + config.max_len, seed=0, **rlvr.LM)
     built: dict = {}
-    records = [r for r in grpo.warm_start(task, model.spec, 60, 1e-2, 64, 0, 20, built) if r is not None]
+    records = [r for r in grpo.warm_start(task, spec, config.warm_steps, rlvr.WARM_LR, rlvr.WARM_BATCH, 0, 20, built)
+               if r is not None]
     final = records[-1].metrics
     assert final["heldout/accuracy"] < 0.3, final
     answer, _ = grpo.parse(grpo.sample(built["reference"], task.heldout, task.max_len, None, greedy=True))
@@ -173,20 +177,39 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
     assert records.has("heldout/accuracy", DR) and records.has("loss", WARM)
 
 
+RUNS: dict[int, tuple] = {}
+
+
+def default_run_at(seed: int) -> tuple:  # ~20 s each: the tests that read them are slow
+    if seed not in RUNS:
+        RUNS[seed] = explained({"seed": seed})
+    return RUNS[seed]
+
+
 @pytest.fixture(scope="module")
-def default_run():  # ~20 s: the tests that read it are slow
-    return explained({})
+def default_run():
+    return default_run_at(0)
+
+
+# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it.
+SHORT_OF_NINETY = {(1, GRPO)}
 
 
 @pytest.mark.slow
-def test_the_default_run_goes_from_chance_past_ninety_percent(default_run) -> None:
-    """Default config (seed 0): the warm start answers held-out prompts at chance (< 30%); GRPO's greedy
-    held-out accuracy ends ≥ 90%; equal-reward groups had gradient exactly 0; the std's weight matched."""
-    records, sentences, summary = default_run
-    warm, end = summary["warm_start_heldout_accuracy"], summary["arms"][GRPO]["heldout/greedy_accuracy"]
-    assert warm < 0.3 and end >= 0.9, f"warm start {warm:.3f}, GRPO greedy held-out at the end {end:.3f}"
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("arm", [GRPO, DR])
+def test_the_default_run_goes_from_chance_past_ninety_percent(seed: int, arm: str, request) -> None:
+    """Default config, seeds 0, 1, 2: the warm start answers held-out prompts at chance (< 30%); each arm's
+    greedy held-out accuracy ends ≥ 90%; equal-reward groups had gradient exactly 0; the std's weight matched."""
+    if (seed, arm) in SHORT_OF_NINETY:
+        request.applymarker(pytest.mark.xfail(reason="ends short of 90% (issue #38 item 2)", strict=False))
+    records, sentences, summary = default_run_at(seed)
+    warm, end = summary["warm_start_heldout_accuracy"], summary["arms"][arm]["heldout/greedy_accuracy"]
+    sampled = summary["arms"][arm]["heldout/accuracy"]
     assert summary["equal_groups_max_grad_norm"] == 0.0, summary
     assert summary["weight_error"] < 1e-5, summary
+    assert warm < 0.3 and end >= 0.9, \
+        f"seed {seed}, {arm}: warm start {warm:.3f}, greedy held-out at the end {end:.3f} (sampled {sampled:.3f})"
 
 
 @pytest.mark.slow

@@ -1,22 +1,21 @@
 """RL with verifiable rewards: GRPO (Shao et al. 2024) and Dr. GRPO (Liu et al. 2025) on a tiny LM.
 
-The task's answers are checked by a program, so the reward is exact — no reward model. A prompt
-is `bits` binary digits and "="; the answer is their digit sum (the count of ones, 0…9). Training
-prompts are drawn with every answer equally likely; a quarter of all prompts are held out. A
-response is any tokens, then EOS; the token just before EOS is the answer (filler "." before it
-is allowed, so the policy can make its responses longer or shorter). Reward 1 if that token is
+The task's answers are checked by a program, so the reward is exact — no reward model. A prompt is
+`bits` binary digits and "="; the answer is their digit sum (the count of ones, 0…9). Training prompts
+are drawn with every answer equally likely; a quarter of each answer's prompts (never its only one)
+are held out. A response is any tokens, then EOS; the token just before EOS is the answer (filler "."
+before it is allowed, so the policy can make its responses longer or shorter). Reward 1 if that token is
 the right digit, else 0 (also with no EOS within `max_len` tokens).
 
 Warm start (`pretrain`): the project's TinyLM (engines.sequence.lm) is trained by teacher
 forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…3), so it
 writes the format and the range of answers but answers at chance (1/(bits + 1)). That model is also π_ref.
 
-GRPO, per step: `prompts` training prompts, G samples each from π_old; rewards r_i; advantages
-within each group A_i = (r_i − mean r)/std r (population std; a group whose rewards are all
-equal gets A = 0 exactly). Each token t of response o_i adds the clipped surrogate
-min(ρ A_i, clip(ρ, 1 − ε, 1 + ε) A_i), ρ = π/π_old, minus β times the k3 estimate of
-KL(π‖π_ref), π_ref/π − log(π_ref/π) − 1. GRPO averages a response's tokens (1/|o_i|); Dr. GRPO
-divides by the constant `max_len` instead and drops the std: A_i = r_i − mean r. No critic.
+GRPO, per step: `prompts` training prompts, G samples each from π_old; rewards r_i; advantages within
+each group A_i = (r_i − mean r)/std r (population std; a group whose rewards are all equal gets A = 0
+exactly). Each token t of response o_i adds the clipped surrogate min(ρ A_i, clip(ρ, 1 − ε, 1 + ε) A_i),
+ρ = π/π_old, minus β times the k3 estimate of KL(π‖π_ref), π_ref/π − log(π_ref/π) − 1. GRPO averages a
+response's tokens (1/|o_i|); Dr. GRPO divides by the constant `max_len` and drops the std. No critic.
 
 Two biases Dr. GRPO removes: with 1/|o|, a wrong answer's tokens are pushed down less the longer
 it is (so wrong answers drift longer); with the std, a prompt's gradient is multiplied by
@@ -46,12 +45,14 @@ class Task:
     heldout: torch.Tensor   # (m, bits + 1)
 
     @classmethod
-    def make(cls, bits: int, max_len: int, heldout_share: float, seed: int) -> "Task":
+    def make(cls, bits: int, max_len: int, share: float, seed: int) -> "Task":
         every = ((torch.arange(2 ** bits)[:, None] >> torch.arange(bits)) & 1)  # (2^bits, bits)
         prompts = torch.cat([every, torch.full((len(every), 1), EQUALS)], 1)
-        order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed))
-        cut = max(1, round(heldout_share * len(prompts)))
-        return cls(bits, max_len, prompts[order[cut:]], prompts[order[:cut]])
+        generator, held = torch.Generator().manual_seed(seed), torch.zeros(len(prompts), dtype=torch.bool)
+        for answer in range(bits + 1):  # a share of every answer's prompts, so every answer is trained on
+            rows = (every.sum(-1) == answer).nonzero()[:, 0]
+            held[rows[torch.randperm(len(rows), generator=generator)][:min(len(rows) - 1, round(share * len(rows)))]] = True
+        return cls(bits, max_len, prompts[~held], prompts[held])
 
     def answers(self, prompts: torch.Tensor) -> torch.Tensor:
         return prompts[:, :self.bits].sum(-1)
