@@ -37,6 +37,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "scaling-laws": 8.39,        # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
     "reinforce": 2.63,           # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
     "grokking": 6.63,            # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "rlvr-grpo": 15.32,          # 2026-12-05 09:15 UTC, load 2.1 (README, Speed)
 }
 
 
