@@ -122,7 +122,8 @@ def run(scenario_id: str, *, fresh: bool = False, store: bool = True, progress: 
     configure()
     sink = _Progress(scenario.id, progress)
     try:
-        result = scenario.run(config, sink=sink)
+        from explorer.runs.points import points_of
+        result = scenario.run(config, sink=sink, points=None if fresh else points_of(run_store))
     finally:
         sink.close()
     run_id = save_result(run_store, scenario, config, result.status, result.frame, result.summary,

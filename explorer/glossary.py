@@ -75,6 +75,7 @@ SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("Transfer learning", "Reusing what a model learned on one broad task as the starting point for another, narrower one."),
         ("Fine-tuning", "Continuing training of pretrained weights on a smaller task-specific dataset, usually with a lower learning rate."),
         ("LoRA", "Freezing a weight W and learning a low-rank correction B·A beside it, so only a few parameters train."),
+        ("QLoRA", "LoRA adapters trained on a frozen base stored in 4-bit NormalFloat, its block constants quantized again: a fraction of the memory for nearly LoRA's loss."),
         ("Low-rank hypothesis", "The bet that the change fine-tuning needs has few important directions, so a low-rank update can capture it."),
         ("Rank (r)", "The inner dimension of LoRA's B·A: it caps how many independent directions the update can have."),
         ("Alpha scaling", "LoRA multiplies its update by α/r, so changing the rank does not change the update's overall size."),
@@ -136,9 +137,11 @@ SECTIONS: dict[str, list[tuple[str, str]]] = {
 
 ORIGIN_BY_SECTION = {"Gradients & Numerics": "gradients", "Language Models": "added"}
 ADDED = {"Initialization"}  # in neither seed list; declared by a scenario and a genuine training term
+GRADIENTS_SEED = {"QLoRA"}  # seed 004's, listed beside its relatives in a course section
 
 TERMS: tuple[Term, ...] = tuple(
-    Term(name, definition, section, "added" if name in ADDED else ORIGIN_BY_SECTION.get(section, "course"))
+    Term(name, definition, section, "added" if name in ADDED else
+         "gradients" if name in GRADIENTS_SEED else ORIGIN_BY_SECTION.get(section, "course"))
     for section, entries in SECTIONS.items() for name, definition in entries)
 BY_NAME: dict[str, Term] = {term.name: term for term in TERMS}
 

@@ -31,6 +31,7 @@ from scenarios.config import (ConfigError, ScenarioConfig, canonical_value, desc
 from scenarios.cost import Work, price
 from scenarios.driver import COLUMNS, Arm, Event, Run, RunResult, Sink, in_turn, together
 from scenarios.explanation import Explanation
+from scenarios.points import PointCache
 
 __all__ = ["Arm", "COLUMNS", "ConfigError", "Estimate", "Event", "Evidence", "Machine", "Run", "RunResult",
            "STATUSES", "Scenario", "ScenarioConfig", "Work", "in_turn", "shown_by", "together", "view_field"]
@@ -230,9 +231,10 @@ class Scenario:
         return {name for name, spec in self.field_specs().items() if spec["view"]}
 
     def run(self, config: ScenarioConfig | Mapping[str, Any] | None = None,
-            sink: Sink | None = None) -> RunResult:
+            sink: Sink | None = None, points: PointCache | None = None) -> RunResult:
+        """`points`: a cache of grid points kept across runs (scenarios/points.py), for a scenario that uses one."""
         config = self.validate(config)
-        run = Run(sink)
+        run = Run(sink, points)
         started = time.perf_counter()
         self.execute(config, run)
         frame = run.frame()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from engines.loop.records import Diverged, Note, StepRecord
+from scenarios.points import PointCache
 
 COLUMNS = ["arm", "step", "metric", "value"]
 PROGRESS_EVERY_S = 0.1  # a sink hears about progress at most this often (and at the end)
@@ -79,8 +80,9 @@ class Run:
     `drive` is the one arms driver: every scenario's phases go through it, so Stop is
     checked after every step of every arm and progress is computed in one place."""
 
-    def __init__(self, sink: Sink | None = None) -> None:
+    def __init__(self, sink: Sink | None = None, points: "PointCache | None" = None) -> None:
         self.sink = sink
+        self.points = points  # where a grid's points are kept across runs (scenarios/points.py), if anywhere
         self.rows: list[tuple[str, int, str, float]] = []
         self.events: list[Event] = []
         self.stopped = False

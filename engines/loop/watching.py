@@ -141,13 +141,13 @@ class ModuleWatch:
 
     def _before_step(self, optimizer, args, kwargs) -> None:
         grads = [p.grad if p.grad is not None else p.new_zeros(()) for p in self.params]
-        self._grad_norms = torch._foreach_norm(grads, 2, dtype=torch.float32)  # tiny ones redone in float64 later
+        # the gradients' and the weights' norms in one fused call (tiny gradient norms redone in float64 later)
+        self._norms = torch._foreach_norm(grads + self._values, 2, dtype=torch.float32)
         self._scale = self._scale_of_grads(optimizer)
         if self._before is not None:  # kept from the last logged step: refilled in place
             torch._foreach_copy_(self._before, self._values)
         else:
             self._before = torch._foreach_mul(self._values, 1.0)  # one fused copy of every weight
-        self._weight_norms = torch._foreach_norm(self._before, 2, dtype=torch.float32)
         self._measured = True
 
     def _scale_of_grads(self, optimizer) -> torch.Tensor | None:
@@ -167,7 +167,7 @@ class ModuleWatch:
         if step % self.every == 0 and self._measured:
             torch._foreach_sub_(self._before, self._values)  # now W_before − W_after = −ΔW, in place
             grads, weights, moved = self._per_module(
-                self._grad_norms + self._weight_norms + torch._foreach_norm(self._before, 2, dtype=torch.float32))
+                self._norms + torch._foreach_norm(self._before, 2, dtype=torch.float32))
             if self._scale is not None:  # the gradients are still scaled: the norms as the step will use them
                 grads = grads / self._scale.double().to(grads.device)
             if not self._keeps:
@@ -244,23 +244,26 @@ class ModuleWatch:
             parts.append(torch.stack(tensors).to(self.device, torch.float64))  # the usual: a loss a step
         elif tensors:
             parts.append(torch.stack([t.to(self.device, torch.float64).mean() for t in tensors]))
-        numbers = iter(torch.cat(parts).tolist() if parts else [])
+        numbers = torch.cat(parts).tolist() if parts else []
         rows: dict[int, dict[str, float]] = {step: {}} if step is not None else {}
         weights: dict[int, float] = {}
+        taken = 0
         for kind, (_, modules) in kinds.items():
             names = self._metric_names.get(kind) or self._metric_names.setdefault(
                 kind, [f"{kind}/{name}" for name in self._names])
-            values = [next(numbers) for _ in modules]
+            values, taken = numbers[taken:taken + len(modules)], taken + len(modules)
             if kind == "grad_norm" and any(0 <= v <= TINY for v in values):
                 tiny = [i for i, v in zip(modules, values) if 0 <= v <= TINY]
                 values = [dict(zip(tiny, self._refined(tiny))).get(i, v) for i, v in zip(modules, values)]
             if kind == "weight_norm":
                 weights = dict(zip(modules, values))
-            for i, value in zip(modules, values):
-                if kind != "update_ratio" or weights.get(i) != 0.0:  # a step from all-zero weights has no ratio
-                    rows[step][names[i]] = value
+            if kind == "update_ratio" and 0.0 in weights.values():  # a step from all-zero weights has no ratio
+                rows[step].update((names[i], v) for i, v in zip(modules, values) if weights.get(i) != 0.0)
+            else:
+                rows[step].update(zip(names if isinstance(modules, range) else [names[i] for i in modules], values))
         if step is not None:
             rows.setdefault(step, {})["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        numbers = iter(numbers[taken:])
         logged: dict[tuple[int, str], list[float]] = {}
         for at, name, value in scalars:
             logged.setdefault((at, name), []).append(next(numbers) if isinstance(value, torch.Tensor) else value)

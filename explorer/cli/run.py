@@ -208,7 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         with CtrlC(bar) as ctrl_c:
             try:
-                result = scenario.run(config, sink=bar)
+                from explorer.runs.points import points_of
+                result = scenario.run(config, sink=bar, points=None if args.fresh else points_of(store))
             except Exception as error:  # e.g. a rank of a distributed run raised: its message, not a traceback
                 if bar.stop:  # Ctrl-C reached the run's own processes too: it was stopped, not broken
                     raise KeyboardInterrupt from None

@@ -33,6 +33,11 @@ DEFAULT_RUN_S: dict[str, float] = {
     "pretrain-finetune": 7.33,
     "flash-attention": 0.79,     # 2026-12-05 (README, Speed)
     "moe": 3.10,                 # 2026-12-05 (README, Speed)
+    "qlora": 4.10,               # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "scaling-laws": 8.39,        # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "reinforce": 2.63,           # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "grokking": 6.63,            # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
+    "rlvr-grpo": 15.32,          # 2026-12-05 09:15 UTC, load 2.1 (README, Speed)
 }
 
 

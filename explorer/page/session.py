@@ -142,7 +142,7 @@ def start_or_load(scenario: Scenario, config: ScenarioConfig, *, fresh: bool = F
     if stored is not None:
         return RunHandle.from_stored(scenario, stored, store, stored_frame(stored.run_id, store))
     return RunHandle.start(scenario, config, None if store.read_only else store, pool=pool or worker_pool(),
-                           session=session if session is not None else session_id())
+                           session=session if session is not None else session_id(), fresh=fresh)
 
 
 def session_id() -> str:

@@ -56,6 +56,7 @@ class RunHandle:
         self.config = config       # the config the page draws it with (a view field may change; the key never does)
         self.store = store
         self.pool = pool
+        self.fresh = False         # a retrain: no stored grid point is reused
         self._rows: list[tuple[str, int, str, float]] = []
         self._events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -80,8 +81,10 @@ class RunHandle:
     # --- lifecycle ---------------------------------------------------------------------
     @classmethod
     def start(cls, scenario: Scenario, config: ScenarioConfig, store: RunStore | None = None, *,
-              pool, session: str = "") -> "RunHandle":
+              pool, session: str = "", fresh: bool = False) -> "RunHandle":
+        """Train `config` on `pool`; `fresh`: retrain everything, a grid's stored points too."""
         handle = cls(scenario, config, store, pool, session)
+        handle.fresh = fresh
         pool.submit(handle)
         return handle
 
@@ -146,8 +149,12 @@ class RunHandle:
 
     # --- the pool's job ---------------------------------------------------------------------
     def request(self) -> dict[str, Any]:
+        """What a worker is sent; `store`: the run store whose point cache a grid's points may use (not
+        for a retrain, which trains every point again)."""
+        store = self.store is not None and not getattr(self.store, "read_only", False) and not self.fresh
         return {"module": type(self.scenario).__module__, "cls": type(self.scenario).__qualname__,
-                "config": self.config.model_dump(mode="json"), "ranks": self.scenario.rank_processes(self.config)}
+                "config": self.config.model_dump(mode="json"), "ranks": self.scenario.rank_processes(self.config),
+                **({"store": str(self.store.path)} if store else {})}
 
     def receive(self, message: dict[str, Any]) -> None:
         """One message of the worker's stream (called from the pool's threads)."""

@@ -215,7 +215,9 @@ class RayBackend:
             job = self._queue.take(self._holding())
             self._running[job.id] = job
             self._free = max(0, self._free - 1)
-            self._send({"op": "run", "id": job.id, **job.request()})
+            request = job.request()
+            request.pop("store", None)  # the store's path is this machine's: a Ray node trains every grid point
+            self._send({"op": "run", "id": job.id, **request})
             job.receive({"kind": "started", "id": job.id})
 
     def _read(self) -> None:

@@ -8,7 +8,9 @@ It is the only module under explorer/ that imports torch.
 The protocol is JSON lines. In, on stdin:
 
     {"op": "run", "id": ..., "module": ..., "cls": ..., "config": {...}}   (+ "seeds": [...]: one run of
-                                                                         several seeds, explorer/runs/seeded.py)
+                                                                         several seeds, explorer/runs/seeded.py;
+                                                                         + "store": the run store's path, whose
+                                                                         point cache a grid's run may use)
     {"op": "stop", "id": ...}
     {"op": "prepare", "ranks": n}    start n rank processes ahead (engines.distributed.launch.keep_spares)
 
@@ -128,7 +130,9 @@ def train(command: dict[str, Any], send, stop: threading.Event) -> None:
                         seeds={str(seed): {"status": result.status, "summary": result.summary}
                                for seed, result in zip(command["seeds"], results)})
         else:
-            result = scenario_of(command).run(command["config"], sink=sink)
+            from explorer.runs.points import StorePoints  # a grid's points kept in the page's run store
+            points = StorePoints(command["store"]) if command.get("store") else None
+            result = scenario_of(command).run(command["config"], sink=sink, points=points)
             done.update(status=result.status, summary=result.summary)
     except ConfigError as error:  # refused: a plain sentence, nothing to store
         done.update(status="refused", error=str(error))

@@ -1,21 +1,46 @@
-"""Every registered scenario, once, in the real browser: open its page, press Run with its
-defaults, see it finish with plots and a "what to look for". A new scenario is covered
-without a new test."""
+"""Every registered scenario, once, in the real browser: open its page, press Run, see it finish with
+plots and a "what to look for". A new scenario is covered without a new test.
+
+The default run presses Run on the defaults, except where the scenario's own estimate of its default
+run passes `LONG_S`: there the page opens on its tiny config through the URL (the path a shared link
+takes), and the defaults run in the browser under `-m slow`. The defaults of those scenarios are
+trained headless by their own tests either way."""
+from urllib.parse import urlencode
+
 import pytest
 
 from browser_helpers import PLOT, button, open_scenario, wait_done
+from explorer.page.url import config_query
 from scenarios import all_scenarios
 
 pytestmark = [pytest.mark.browser]
 RUN_TIMEOUT_S = 180  # defaults take seconds on 2 cores; CI machines are slower and shared
+LONG_S = 6.0  # CPU seconds, the scenario's own estimate of its default run
 
 
-@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
-def test_default_run_finishes_with_plots(page, app_url, scenario) -> None:
-    open_scenario(page, app_url, "/" + scenario.id, scenario.title)
+def long_default(scenario) -> bool:
+    estimate = scenario.estimate(scenario.validate({}))
+    return estimate is not None and estimate.seconds > LONG_S
+
+
+def run_in_page(page, app_url, scenario, query: str = "") -> None:
+    open_scenario(page, app_url, "/" + scenario.id + query, scenario.title)
     button(page, "Run").click()
     text = wait_done(page, r"^(Finished|Served from the run store)", RUN_TIMEOUT_S)
     assert "Failed" not in text, text
     page.locator(PLOT).first.wait_for(timeout=30_000)
     assert page.get_by_text("What to look for", exact=False).count() >= 1
     assert page.locator('[data-testid="stAlert"]').filter(has_text="The run failed").count() == 0
+
+
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
+def test_default_run_finishes_with_plots(page, app_url, scenario) -> None:
+    """The defaults, or the tiny config where the default run is long (its defaults: the slow test below)."""
+    query = "?" + urlencode(config_query(scenario.validate(scenario.tiny))) if long_default(scenario) else ""
+    run_in_page(page, app_url, scenario, query)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", [s for s in all_scenarios() if long_default(s)], ids=lambda s: s.id)
+def test_a_long_default_run_finishes_with_plots(page, app_url, scenario) -> None:
+    run_in_page(page, app_url, scenario)
