@@ -88,3 +88,18 @@ def _optimizers(config, records: Records, sentences: list[str]) -> list[str]:
 
 CHECKS = {"rlhf-ppo": _rlhf, "dead-relu": _dead_relu, "memory-tricks": _memory_tricks, "generalization": _generalization,
           "attention": _attention, "optimizers": _optimizers}
+
+
+def explained_and_holding(scenario, overrides: dict, records: Records):
+    """The scenario's explanation of a run at `overrides`, after checking that it makes claims, that
+    every claim holds on the records and that `problems` finds nothing in its sentences."""
+    config = scenario.validate(overrides)
+    explanation = scenario.explain(records.frame, config)
+    claims = explanation.claims()
+    assert claims, explanation.markdown()
+    failed = [str(c) for c in claims if not c.holds(records)]
+    assert not failed, failed
+    sentences = [explanation.takeaway.text, *(s.text for s in explanation.details)]
+    found = problems(scenario.id, config, records, sentences)
+    assert not found, found
+    return explanation

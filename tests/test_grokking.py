@@ -11,7 +11,7 @@ from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.grokking.figures import DECAY, NO_DECAY
 from scenarios.records import Records
-from tests.sentence_checks import problems
+from tests.sentence_checks import explained_and_holding
 
 SCENARIO = get_scenario("grokking")
 
@@ -113,12 +113,5 @@ def test_off_the_defaults_it_groks_and_the_key_frequencies_carry_the_accuracy(ov
                                         "weight_decay": 3.0, "embed_dim": 16}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
-    config = SCENARIO.validate(overrides)
-    explanation = SCENARIO.explain(records.frame, config)
-    claims = explanation.claims()
-    assert claims, explanation.markdown()
-    failed = [str(c) for c in claims if not c.holds(records)]
-    assert not failed, failed
-    sentences = [explanation.takeaway.text, *(s.text for s in explanation.details)]
-    assert not problems(SCENARIO.id, config, records, sentences), problems(SCENARIO.id, config, records, sentences)
+    explanation = explained_and_holding(SCENARIO, overrides, records)
     assert DECAY in explanation.markdown() and NO_DECAY in explanation.markdown()

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from engines.supervised.moe import (ArmSpec, Experts, MoELayer, balance_loss, build, capacity, dropped_fraction,
-                                    kept_mask, load_fractions, parameter_count, z_loss)
+                                    kept_mask, parameter_count, z_loss)
 from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.moe.figures import AUX, DENSE_ACTIVE, DENSE_TOTAL, NO_AUX, TOP2
 from scenarios.records import Records
+from tests.sentence_checks import explained_and_holding
 
 SCENARIO = get_scenario("moe")
 
@@ -120,10 +121,5 @@ def test_bad_input_is_refused_naming_the_field(field, value) -> None:
                                         "z_coef": 1e-4, "lr": 0.01}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
-    config = SCENARIO.validate(overrides)
-    explanation = SCENARIO.explain(records.frame, config)
-    claims = explanation.claims()
-    assert claims, explanation.markdown()
-    failed = [str(c) for c in claims if not c.holds(records)]
-    assert not failed, failed
+    explanation = explained_and_holding(SCENARIO, overrides, records)
     assert TOP2 in explanation.markdown() and DENSE_ACTIVE in explanation.markdown()

@@ -14,6 +14,7 @@ from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.qlora.figures import FULL, LORA, NO_DQ, QLORA, memory_rows
 from scenarios.records import Records
+from tests.sentence_checks import explained_and_holding
 
 SCENARIO = get_scenario("qlora")
 
@@ -164,12 +165,8 @@ def test_bad_input_is_refused_naming_the_field(field, value) -> None:
                                         "second_block": 1024, "alpha": 4.0, "lr": 1e-3}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, summary = run(**overrides)
-    config = SCENARIO.validate(overrides)
-    explanation = SCENARIO.explain(records.frame, config)
-    claims = explanation.claims()
-    assert len(claims) > 20, explanation.markdown()
-    failed = [str(c) for c in claims if not c.holds(records)]
-    assert not failed, failed
+    explanation = explained_and_holding(SCENARIO, overrides, records)
+    assert len(explanation.claims()) > 20, explanation.markdown()
     rows = memory_rows(records)
     assert list(rows) == [FULL, LORA, NO_DQ, QLORA], list(rows)
     assert sum(rows[QLORA].values()) < sum(rows[LORA].values()) < sum(rows[FULL].values()), summary["memory_bits"]

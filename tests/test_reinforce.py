@@ -11,6 +11,7 @@ from engines.rl.reinforce_bandit import make_bandit
 from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.records import Records
+from tests.sentence_checks import explained_and_holding
 from scenarios.reinforce.claims import P_TOLERANCE, REACH, V_TOLERANCE
 from scenarios.reinforce.figures import (BANDIT_BASE, BANDIT_LINEAR, BANDIT_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST,
                                          CORRIDOR_PLAIN)
@@ -133,9 +134,5 @@ def test_bad_input_is_refused_naming_the_field(field, value) -> None:
                                         "bandit_steps": 30, "bandit_batch": 16, "bandit_lr": 0.05}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
-    explanation = SCENARIO.explain(records.frame, SCENARIO.validate(overrides))
-    claims = explanation.claims()
-    assert claims, explanation.markdown()
-    failed = [str(c) for c in claims if not c.holds(records)]
-    assert not failed, failed
+    explanation = explained_and_holding(SCENARIO, overrides, records)
     assert CORRIDOR_FAST in explanation.markdown() and BANDIT_LINEAR in explanation.markdown()

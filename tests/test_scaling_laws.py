@@ -15,7 +15,7 @@ from scenarios.base import ConfigError
 from scenarios.points import MemoryPoints
 from scenarios.records import Records
 from scenarios.scaling_laws.grid import FIT, GRID, OPTIMUM, grid_table
-from tests.sentence_checks import problems
+from tests.sentence_checks import explained_and_holding
 
 SCENARIO = get_scenario("scaling-laws")
 TRUE = Law(E=1.1, A=40.0, B=300.0, alpha=0.4, beta=0.45)
@@ -169,11 +169,7 @@ def test_on_the_default_grid_loss_falls_with_n_until_it_is_data_limited(seed) ->
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
     result = SCENARIO.run(overrides)
     config, records = SCENARIO.validate(overrides), Records(result.frame)
-    explanation = SCENARIO.explain(result.frame, config)
-    failed = [str(c) for c in explanation.claims() if not c.holds(records)]
-    assert explanation.claims() and not failed, failed
-    sentences = [s.text for s in ([explanation.takeaway] + list(explanation.details))]
-    assert not problems(SCENARIO.id, config, records, sentences), problems(SCENARIO.id, config, records, sentences)
+    explained_and_holding(SCENARIO, overrides, records)
     assert records.has("a", FIT[config.count]) and len(records.series(OPTIMUM[config.count], "n_opt")) >= 2
     assert len(grid_table(records)) == config.sizes * config.budgets and records.has("heldout_loss", GRID)
 
