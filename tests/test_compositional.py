@@ -10,6 +10,7 @@ from engines.sequence.lm import IGNORE
 from scenarios import get_scenario
 from scenarios.base import ConfigError
 from scenarios.compositional.figures import ADD_JUMP, JUMP_PLUS, LENGTH, RANDOM
+from scenarios.compositional.language import shape
 from scenarios.records import Records
 from tests.sentence_checks import problems
 
@@ -56,6 +57,17 @@ def test_random_and_length_splits_partition_the_language() -> None:
     assert len(length.train) + len(length.test) == len(commands)
 
 
+@pytest.mark.parametrize("thrice, opposite, after", [(False, False, False), (True, False, False), (False, True, True),
+                                                     (True, True, True)])
+def test_the_torch_free_counts_match_the_generated_language(thrice, opposite, after) -> None:
+    commands = scan.commands(opposite, False, ("and", "after") if after else ("and",), thrice)
+    counted = shape(thrice, opposite, after)
+    generated = (len(commands), sum("jump" in c.split() for c in commands), max(len(scan.meaning(c)) for c in commands),
+                 scan.aligned(commands)[1], [len(scan.length_split(commands, m).test) for m in (2, 4, 7)])
+    assert (counted.commands, counted.with_jump, counted.longest, counted.tokens,
+            [counted.longer_than(m) for m in (2, 4, 7)]) == generated, generated
+
+
 def test_the_loss_counts_the_actions_and_eos_only() -> None:
     ids, seps = scan.encode(["jump twice and walk left", "turn right"], 14)
     targets = targets_of(ids, seps)
@@ -63,7 +75,7 @@ def test_the_loss_counts_the_actions_and_eos_only() -> None:
     assert words == [["JUMP", "JUMP", "LTURN", "WALK", scan.EOS], ["RTURN", scan.EOS]], words
 
 
-@pytest.mark.parametrize("field, value", [("max_train_actions", 12), ("d_model", 40), ("test_share", 0.9),
+@pytest.mark.parametrize("field, value", [("max_train_actions", 8), ("max_train_actions", 18), ("d_model", 40), ("test_share", 0.9),
                                           ("jump_examples", 0), ("steps", 10)])
 def test_bad_input_is_refused_naming_the_field(field, value) -> None:
     with pytest.raises(ConfigError) as refused:
@@ -90,9 +102,12 @@ def claims_hold(overrides: dict) -> None:
         assert arm in explanation.markdown(), explanation.markdown()
 
 
-def test_every_claim_holds_off_the_defaults() -> None:
-    claims_hold({"seed": 4, "steps": 50, "d_model": 32, "layers": 1, "eval_commands": 32, "jump_examples": 8,
-                 "max_train_actions": 3})
+@pytest.mark.parametrize("overrides", [
+    {"seed": 4, "steps": 50, "layers": 1, "eval_commands": 32, "jump_examples": 8, "max_train_actions": 3},
+    {"seed": 5, "steps": 50, "layers": 1, "heads": 2, "eval_commands": 32, "thrice": True, "jump_examples": 128,
+     "max_train_actions": 9}])
+def test_every_claim_holds_off_the_defaults(overrides) -> None:
+    claims_hold(overrides)
 
 
 @pytest.mark.slow
