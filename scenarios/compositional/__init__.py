@@ -26,9 +26,10 @@ most 8 actions) and every command ends just before SEP, so the k-th action sits 
 example: a 2-block, d=32 model then learns the random split in 200 steps, a few CPU seconds. "thrice",
 "opposite" and "after" can be switched on (then more steps are needed).
 
-Measured 2026-12-05, defaults, seeds 0/1/2: random split MEASURED_RANDOM; add jump MEASURED_JUMP, the JUMP
-token MEASURED_TOKEN fed the true prefix (WALK, RUN and LOOK MEASURED_OTHERS); add jump + 32 compositions
-MEASURED_PLUS; length split MEASURED_LENGTH.
+Measured 2026-12-05 at the defaults, seeds 0/1/2 (all test commands at the last log): random split
+96.9/95.7/96.9% exactly right; add jump 0.3/0.0/0.0%, its training commands 100% — fed the true prefix,
+the JUMP token is predicted right 0.4/0.2/0.0% of the time, WALK, RUN and LOOK at least 90.7%; add jump
++ 32 compositions 83.2/90.1/73.3%; length split (trained up to 4 actions) 0.0%.
 """
 from typing import Literal
 
