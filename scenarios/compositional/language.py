@@ -1,8 +1,8 @@
 """The shape of a config's command language, counted without torch (engines/sequence/scan.py's
 grammar): how many commands, how many use jump in a composition, how many have meanings longer than
-a bound, the longest meaning and the tokens of an aligned example — for the bounds of the config and
-the cost estimate, which the page asks before torch is imported. tests/test_compositional.py checks
-every count against the commands scan.py generates."""
+a bound, the longest meaning and the tokens of an aligned example — for the cost estimate, which the
+page asks before torch is imported. tests/test_compositional.py checks every count against the
+commands scan.py generates."""
 from collections import Counter
 from dataclasses import dataclass
 
