@@ -28,8 +28,8 @@ example: a 2-block, d=32 model then learns the random split in 200 steps, a few 
 
 Measured 2026-12-05 at the defaults, seeds 0/1/2 (all test commands at the last log): random split
 96.9/95.7/96.9% exactly right; add jump 0.3/0.0/0.0%, its training commands 100% — fed the true prefix,
-the JUMP token is predicted right 0.4/0.2/0.0% of the time, WALK, RUN and LOOK at least 90.7%; add jump
-+ 32 compositions 83.2/90.1/73.3%; length split (trained up to 4 actions) 0.0%.
+the JUMP token is predicted right 0.4/0.2/0.0% of the time, WALK, RUN and LOOK at least 90.7%; with 32
+jump compositions in training, 83.2/90.1/73.3% of the rest; length split (trained up to 4 actions) 0.0%.
 """
 from typing import Literal
 
