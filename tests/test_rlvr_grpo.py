@@ -149,7 +149,26 @@ def test_the_warm_start_writes_the_format_at_chance() -> None:
     assert ((answer >= 0) & (answer < grpo.DIGITS)).all(), answer.tolist()
 
 
-@pytest.mark.parametrize("field, value", [("bits", 4), ("group", 1), ("max_len", 3), ("lr", 1.0), ("epochs", 9)])
+def test_the_warm_start_teaches_the_lengths_fill_allows() -> None:
+    """`fill` = 5: the warm start's sampled responses run from 2 to 7 tokens (0…5 fillers, a digit, EOS),
+    longer on average than at fill = 0 (every response 2 tokens: a digit, EOS)."""
+    means = {}
+    for fill in (0, 5):
+        task = grpo.Task.make(6, 9, 0.25, 0)
+        spec = LMSpec(grpo.VOCAB, context=6 + 1 + 9, seed=0, **rlvr.LM)
+        built: dict = {}
+        for _ in grpo.warm_start(task, spec, 150, rlvr.WARM_LR, rlvr.WARM_BATCH, 0, 50, built, fill=fill):
+            pass
+        prompts = task.train.repeat(4, 1)
+        _, lengths = grpo.parse(grpo.sample(built["reference"], prompts, task.max_len, torch.Generator().manual_seed(0)))
+        means[fill] = lengths.double().mean().item()
+        if fill == 5:
+            assert lengths.max().item() >= 6, lengths.bincount().tolist()
+    assert means[0] < 2.2 and means[5] > 3.5, means
+
+
+@pytest.mark.parametrize("field, value", [("bits", 4), ("group", 1), ("max_len", 3), ("lr", 1.0), ("epochs", 9),
+                                          ("fill", 6), ("fill", 9)])
 def test_bad_input_is_refused_naming_the_field(field, value) -> None:
     with pytest.raises(ConfigError) as refused:
         SCENARIO.validate({field: value})

@@ -34,7 +34,7 @@ from engines.sequence.lm import LMSpec, TinyLM
 DIGITS = 10
 EQUALS, FILL, EOS = 10, 11, 12
 VOCAB = 13
-PRETRAIN_FILL = 3      # the warm start writes 0…3 filler tokens before its answer
+PRETRAIN_FILL = 3      # by default the warm start writes 0…3 filler tokens before its answer
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ def token_logps(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -
 
 # --- the warm start -----------------------------------------------------------------------------
 def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed: int, log_every: int,
-               built: dict) -> Iterator[StepRecord | Diverged | None]:
-    """Teacher forcing on "."×k, random digit, EOS after training prompts; then one record (step
+               built: dict, fill: int = PRETRAIN_FILL) -> Iterator[StepRecord | Diverged | None]:
+    """Teacher forcing on "."×k (k uniform in 0…`fill`), random digit, EOS after training prompts; then one record (step
     `steps`) of the warm model's held-out accuracy and lengths. Leaves the model in `built["reference"]`."""
     model = TinyLM(spec)
     generator = torch.Generator().manual_seed(seed)
@@ -127,11 +127,11 @@ def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed
     def batches():
         while True:
             prompts = task.train[torch.randint(len(task.train), (batch,), generator=generator)]
-            fill = torch.randint(PRETRAIN_FILL + 1, (batch, 1), generator=generator)
+            fill_count = torch.randint(fill + 1, (batch, 1), generator=generator)
             digit = torch.randint(task.bits + 1, (batch, 1), generator=generator)
             slot = torch.arange(task.max_len)[None]
-            responses = torch.where(slot < fill, FILL, torch.where(slot == fill, digit, EOS))
-            yield prompts, responses, fill + 2
+            responses = torch.where(slot < fill_count, FILL, torch.where(slot == fill_count, digit, EOS))
+            yield prompts, responses, fill_count + 2
 
     def objective(item, logging: bool):
         prompts, responses, lengths = item

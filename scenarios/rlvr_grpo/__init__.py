@@ -54,7 +54,9 @@ class Config(ScenarioConfig):
                                                           "(DeepSeekMath: 0.04).")
     clip: float = Field(0.2, ge=0.05, le=1.0, description="ε: ρ = π/π_old is clipped to [1 − ε, 1 + ε].")
     max_len: int = Field(8, ge=5, le=12, description="Longest response (tokens, EOS included); one with no EOS "
-                                                     "by then earns 0. The warm start writes 2…5.")
+                                                     "by then earns 0. The warm start writes 2…fill + 2.")
+    fill: int = Field(3, ge=0, le=8, description="The warm start writes 0…fill filler '.' tokens before its answer "
+                                                 "(uniformly): how much the lengths GRPO starts from vary.")
     warm_steps: int = Field(30, ge=5, le=1000, description="Teacher-forcing steps of the warm start "
                                                            "(random answers: the format, not the task).")
 
@@ -62,6 +64,9 @@ class Config(ScenarioConfig):
     def _room(self) -> "Config":
         if self.steps < self.epochs:
             raise ValueError(f"steps ({self.steps}) must be at least epochs ({self.epochs}): one rollout at least")
+        if self.max_len < self.fill + 3:
+            raise ValueError(f"max_len ({self.max_len}) must be at least fill + 3 ({self.fill + 3}): the warm start's "
+                             "longest response and a token of room")
         return self
 
 
@@ -130,7 +135,7 @@ class RlvrGrpo(Scenario):
         spec = LMSpec(grpo.VOCAB, context=config.bits + 1 + config.max_len, seed=config.seed, **LM)
         built: dict = {}
         warm = grpo.warm_start(task, spec, config.warm_steps, WARM_LR, WARM_BATCH, config.seed,
-                               max(1, config.warm_steps // 10), built)
+                               max(1, config.warm_steps // 10), built, fill=config.fill)
 
         def arm(dr: bool):
             yield from grpo.grpo_arm(task, built["reference"], steps=config.steps, lr=config.lr, prompts=config.prompts,
