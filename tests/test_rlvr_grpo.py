@@ -186,7 +186,7 @@ def explained(overrides: dict) -> tuple[Records, list[str], dict]:
     return records, sentences, summary
 
 
-@pytest.mark.parametrize("overrides", [{"seed": 3, "steps": 24, "group": 4, "prompts": 8, "warm_steps": 10},
+@pytest.mark.parametrize("overrides", [{"seed": 3, "steps": 24, "group": 4, "prompts": 8, "warm_steps": 10, "fill": 5},
                                        {"seed": 7, "steps": 18, "group": 6, "epochs": 1, "bits": 5, "beta": 0.0,
                                         "max_len": 6, "warm_steps": 10}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
@@ -210,7 +210,9 @@ def default_run():
     return default_run_at(0)
 
 
-# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it.
+# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it. Seeds 3 and 4
+# (not tested) end lower still: GRPO 75% / 86%, Dr. GRPO 28% / 72%. No change that kept the default run near 20 s
+# (lr, epochs, G × prompts, β, warm-start steps, bits; README) lifted every seed past 90%.
 SHORT_OF_NINETY = {(1, GRPO)}
 
 
@@ -240,3 +242,23 @@ def test_the_length_sentence_says_what_the_records_show(default_run) -> None:
         said = next(s for s in sentences if s.startswith(f"{arm} ("))
         word = "longer" if change > 0 else "shorter" if change < 0 else "no longer"
         assert f"{change:+.2f}: {word}" in said, (change, said)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_under_one_over_o_wrong_answers_end_longer_than_right_ones(seed: int) -> None:
+    """The 1/|o| bias as it shows at this scale (2026-12-05, default config): over the last third, GRPO's wrong
+    answers are longer than its right ones (late wrong − right: +0.34, +0.50, +0.31 tokens at seeds 0, 1, 2;
+    +0.74, +0.44 at seeds 3, 4), and by more than Dr. GRPO's (−0.06, −0.04, +0.20; −0.04, +0.44). The growth
+    of wrong answers from the first window does not separate the arms: +0.23 / +0.87 at seed 0 (GRPO / Dr.)."""
+    records, _, _ = default_run_at(seed)
+    gaps = {arm: claims.wrong_minus_right(arm)(records) for arm in (GRPO, DR)}
+    growth = {arm: claims.wrong_length_change(arm)(records) for arm in (GRPO, DR)}
+    assert gaps[GRPO] > 0.2 and gaps[GRPO] > gaps[DR], f"seed {seed}: late wrong − right {gaps}, growth {growth}"
+
+
+def test_the_length_verdict_names_the_measures_that_agree() -> None:
+    assert claims.length_verdict(True, True) == "both as the 1/|o| bias predicts"
+    assert claims.length_verdict(False, True).startswith("the gap as")
+    assert claims.length_verdict(True, False).startswith("the growth as")
+    assert claims.length_verdict(False, False).startswith("so neither")
