@@ -8,7 +8,7 @@ before it is allowed, so the policy can make its responses longer or shorter). R
 the right digit, else 0 (also with no EOS within `max_len` tokens).
 
 Warm start (`pretrain`): the project's TinyLM (engines.sequence.lm) is trained by teacher
-forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…3), so it
+forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…`fill`, 3 by default), so it
 writes the format and the range of answers but answers at chance (1/(bits + 1)). That model is also π_ref.
 
 GRPO, per step: `prompts` training prompts, G samples each from π_old; rewards r_i; advantages within
@@ -18,8 +18,9 @@ exactly). Each token t of response o_i adds the clipped surrogate min(ρ A_i, cl
 response's tokens (1/|o_i|); Dr. GRPO divides by the constant `max_len` and drops the std. No critic.
 
 Two biases Dr. GRPO removes: with 1/|o|, a wrong answer's tokens are pushed down less the longer
-it is (so wrong answers drift longer); with the std, a prompt's gradient is multiplied by
-1/√(p(1 − p)) for its group's success rate p (`group_gradient_norms` measures it).
+it is, and a right answer's pushed up more the shorter it is (so wrong answers drift longer than right
+ones); with the std, a prompt's gradient is multiplied by 1/√(p(1 − p)) for its group's success rate p
+(`group_gradient_norms` measures it).
 """
 import copy
 from collections.abc import Iterator

@@ -7,7 +7,7 @@ reward is a program's verdict: 1 for the right digit, 0 otherwise. A quarter of 
 prompts are held out and never trained on (never an answer's only prompt, so every answer is trained).
 
 **Warm start.** The project's tiny LM (engines.sequence.lm) is first trained by teacher forcing,
-briefly and gently, on well-formed responses with a *random* answer ("."×k, a digit of 0…bits, EOS, k = 0…3):
+briefly and gently, on well-formed responses with a *random* answer ("."×k, a digit of 0…bits, EOS, k = 0…fill, 3 by default):
 it writes the format and the range of answers but answers at chance, 1/(bits + 1). That model is also the KL reference π_ref.
 
 **GRPO** (Shao et al. 2024): for each prompt, G responses from π_old; each one's advantage is its
@@ -18,8 +18,8 @@ A group whose G rewards are all equal has A = 0: it contributes no policy gradie
 
 **Dr. GRPO** (Liu et al. 2025) drops both the 1/|o| and the std. The std multiplies a prompt's
 gradient by 1/√(p(1 − p)) for its group's success rate p, so nearly-solved and nearly-hopeless
-prompts weigh most; the 1/|o| pushes a wrong answer's tokens down less the longer it is, so
-wrong answers may drift longer. Look at held-out accuracy first, then the length of wrong
+prompts weigh most; the 1/|o| pushes a wrong answer's tokens down less the longer it is, and a
+right answer's up more the shorter it is, so wrong answers may drift longer than right ones. Look at held-out accuracy first, then the length of wrong
 answers in each arm, the per-prompt weight against the formula, and the share of groups that
 carried no signal.
 """
