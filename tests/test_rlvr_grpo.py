@@ -168,11 +168,17 @@ def test_the_warm_start_teaches_the_lengths_fill_allows() -> None:
 
 
 @pytest.mark.parametrize("field, value", [("bits", 4), ("group", 1), ("max_len", 3), ("lr", 1.0), ("epochs", 9),
-                                          ("fill", 6), ("fill", 9)])
+                                          ("fill", 6)])
 def test_bad_input_is_refused_naming_the_field(field, value) -> None:
     with pytest.raises(ConfigError) as refused:
         SCENARIO.validate({field: value})
     assert field in str(refused.value), str(refused.value)
+
+
+def test_fill_without_room_in_max_len_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        SCENARIO.validate({"fill": 4, "max_len": 6})
+    assert "max_len (6) must be at least fill + 3 (7)" in str(refused.value), str(refused.value)
 
 
 def explained(overrides: dict) -> tuple[Records, list[str], dict]:
@@ -259,6 +265,6 @@ def test_under_one_over_o_wrong_answers_end_longer_than_right_ones(seed: int) ->
 
 def test_the_length_verdict_names_the_measures_that_agree() -> None:
     assert claims.length_verdict(True, True) == "both as the 1/|o| bias predicts"
-    assert claims.length_verdict(False, True).startswith("the gap as")
-    assert claims.length_verdict(True, False).startswith("the growth as")
+    assert claims.length_verdict(False, True).startswith("the gap shows")
+    assert claims.length_verdict(True, False).startswith("the growth shows")
     assert claims.length_verdict(False, False).startswith("so neither")

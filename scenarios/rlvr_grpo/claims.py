@@ -146,9 +146,9 @@ def length_verdict(grew_more: bool, gap_wider: bool) -> str:
     if grew_more and gap_wider:
         return "both as the 1/|o| bias predicts"
     if gap_wider:
-        return "the gap as the 1/|o| bias predicts, the growth not"
+        return "the gap shows the 1/|o| bias, the growth does not"
     if grew_more:
-        return "the growth as the 1/|o| bias predicts, the gap between wrong and right answers not"
+        return "the growth shows the 1/|o| bias, the gap does not"
     return "so neither measure shows the 1/|o| bias in this run"
 
 
