@@ -18,9 +18,8 @@ exactly). Each token t of response o_i adds the clipped surrogate min(ρ A_i, cl
 response's tokens (1/|o_i|); Dr. GRPO divides by the constant `max_len` and drops the std. No critic.
 
 Two biases Dr. GRPO removes: with 1/|o|, a wrong answer's tokens are pushed down less the longer
-it is, and a right answer's pushed up more the shorter it is (so wrong answers drift longer than right
-ones); with the std, a prompt's gradient is multiplied by 1/√(p(1 − p)) for its group's success rate p
-(`group_gradient_norms` measures it).
+it is, and a right one's pushed up more the shorter it is (so wrong answers drift longer than right ones);
+with the std, a prompt's gradient is multiplied by 1/√(p(1 − p)) for its group's success rate p (measured).
 """
 import copy
 from collections.abc import Iterator
