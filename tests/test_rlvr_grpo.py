@@ -218,7 +218,7 @@ def default_run():
 
 # 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it. Seeds 3 and 4
 # (not tested) end lower still: GRPO 75% / 86%, Dr. GRPO 28% / 72%. No change that kept the default run near 20 s
-# (lr, epochs, G × prompts, β, warm-start steps, bits; README) lifted every seed past 90%.
+# (lr, lr decay, epochs, G × prompts, β, warm-start steps, bits, weight decay; issue #38) lifted every seed past 90%.
 SHORT_OF_NINETY = {(1, GRPO)}
 
 
