@@ -296,3 +296,4 @@ def test_wait_quiet_tells_a_busy_process_from_an_idle_one() -> None:
     finally:
         busy.kill(), idle.kill(), busy.wait(), idle.wait()
     assert cpu_seconds(busy.pid) == 0.0, "an ended process has used nothing"
+

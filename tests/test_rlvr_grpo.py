@@ -149,11 +149,36 @@ def test_the_warm_start_writes_the_format_at_chance() -> None:
     assert ((answer >= 0) & (answer < grpo.DIGITS)).all(), answer.tolist()
 
 
-@pytest.mark.parametrize("field, value", [("bits", 4), ("group", 1), ("max_len", 3), ("lr", 1.0), ("epochs", 9)])
+def test_the_warm_start_teaches_the_lengths_fill_allows() -> None:
+    """`fill` = 5: the warm start's sampled responses run from 2 to 7 tokens (0…5 fillers, a digit, EOS),
+    longer on average than at fill = 0 (every response 2 tokens: a digit, EOS)."""
+    means = {}
+    for fill in (0, 5):
+        task = grpo.Task.make(6, 9, 0.25, 0)
+        spec = LMSpec(grpo.VOCAB, context=6 + 1 + 9, seed=0, **rlvr.LM)
+        built: dict = {}
+        for _ in grpo.warm_start(task, spec, 150, rlvr.WARM_LR, rlvr.WARM_BATCH, 0, 50, built, fill=fill):
+            pass
+        prompts = task.train.repeat(4, 1)
+        _, lengths = grpo.parse(grpo.sample(built["reference"], prompts, task.max_len, torch.Generator().manual_seed(0)))
+        means[fill] = lengths.double().mean().item()
+        if fill == 5:
+            assert lengths.max().item() >= 6, lengths.bincount().tolist()
+    assert means[0] < 2.2 and means[5] > 3.5, means
+
+
+@pytest.mark.parametrize("field, value", [("bits", 4), ("group", 1), ("max_len", 3), ("lr", 1.0), ("epochs", 9),
+                                          ("fill", 6)])
 def test_bad_input_is_refused_naming_the_field(field, value) -> None:
     with pytest.raises(ConfigError) as refused:
         SCENARIO.validate({field: value})
     assert field in str(refused.value), str(refused.value)
+
+
+def test_fill_without_room_in_max_len_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        SCENARIO.validate({"fill": 4, "max_len": 6})
+    assert "max_len (6) must be at least fill + 3 (7)" in str(refused.value), str(refused.value)
 
 
 def explained(overrides: dict) -> tuple[Records, list[str], dict]:
@@ -167,7 +192,7 @@ def explained(overrides: dict) -> tuple[Records, list[str], dict]:
     return records, sentences, summary
 
 
-@pytest.mark.parametrize("overrides", [{"seed": 3, "steps": 24, "group": 4, "prompts": 8, "warm_steps": 10},
+@pytest.mark.parametrize("overrides", [{"seed": 3, "steps": 24, "group": 4, "prompts": 8, "warm_steps": 10, "fill": 5},
                                        {"seed": 7, "steps": 18, "group": 6, "epochs": 1, "bits": 5, "beta": 0.0,
                                         "max_len": 6, "warm_steps": 10}])
 def test_every_claim_holds_off_the_defaults(overrides) -> None:
@@ -191,7 +216,9 @@ def default_run():
     return default_run_at(0)
 
 
-# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it.
+# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it. Seeds 3 and 4
+# (not tested) end lower still: GRPO 75% / 86%, Dr. GRPO 28% / 72%. No change that kept the default run near 20 s
+# (lr, lr decay, epochs, G × prompts, β, warm-start steps, bits, weight decay; issue #38) lifted every seed past 90%.
 SHORT_OF_NINETY = {(1, GRPO)}
 
 
@@ -221,3 +248,23 @@ def test_the_length_sentence_says_what_the_records_show(default_run) -> None:
         said = next(s for s in sentences if s.startswith(f"{arm} ("))
         word = "longer" if change > 0 else "shorter" if change < 0 else "no longer"
         assert f"{change:+.2f}: {word}" in said, (change, said)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_under_one_over_o_wrong_answers_end_longer_than_right_ones(seed: int) -> None:
+    """The 1/|o| bias as it shows at this scale (2026-12-05, default config): over the last third, GRPO's wrong
+    answers are longer than its right ones (late wrong − right: +0.34, +0.50, +0.31 tokens at seeds 0, 1, 2;
+    +0.74, +0.44 at seeds 3, 4), and by more than Dr. GRPO's (−0.06, −0.04, +0.20; −0.04, +0.44). The growth
+    of wrong answers from the first window does not separate the arms: +0.23 / +0.87 at seed 0 (GRPO / Dr.)."""
+    records, _, _ = default_run_at(seed)
+    gaps = {arm: claims.wrong_minus_right(arm)(records) for arm in (GRPO, DR)}
+    growth = {arm: claims.wrong_length_change(arm)(records) for arm in (GRPO, DR)}
+    assert gaps[GRPO] > 0.2 and gaps[GRPO] > gaps[DR], f"seed {seed}: late wrong − right {gaps}, growth {growth}"
+
+
+def test_the_length_verdict_names_the_measures_that_agree() -> None:
+    assert claims.length_verdict(True, True) == "both as the 1/|o| bias predicts"
+    assert claims.length_verdict(False, True).startswith("the gap shows")
+    assert claims.length_verdict(True, False).startswith("the growth shows")
+    assert claims.length_verdict(False, False).startswith("so neither")

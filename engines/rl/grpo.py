@@ -8,7 +8,7 @@ before it is allowed, so the policy can make its responses longer or shorter). R
 the right digit, else 0 (also with no EOS within `max_len` tokens).
 
 Warm start (`pretrain`): the project's TinyLM (engines.sequence.lm) is trained by teacher
-forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…3), so it
+forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…`fill`, 3 by default), so it
 writes the format and the range of answers but answers at chance (1/(bits + 1)). That model is also π_ref.
 
 GRPO, per step: `prompts` training prompts, G samples each from π_old; rewards r_i; advantages within
@@ -18,8 +18,8 @@ exactly). Each token t of response o_i adds the clipped surrogate min(ρ A_i, cl
 response's tokens (1/|o_i|); Dr. GRPO divides by the constant `max_len` and drops the std. No critic.
 
 Two biases Dr. GRPO removes: with 1/|o|, a wrong answer's tokens are pushed down less the longer
-it is (so wrong answers drift longer); with the std, a prompt's gradient is multiplied by
-1/√(p(1 − p)) for its group's success rate p (`group_gradient_norms` measures it).
+it is, and a right one's pushed up more the shorter it is (so wrong answers drift longer than right ones);
+with the std, a prompt's gradient is multiplied by 1/√(p(1 − p)) for its group's success rate p (measured).
 """
 import copy
 from collections.abc import Iterator
@@ -34,7 +34,7 @@ from engines.sequence.lm import LMSpec, TinyLM
 DIGITS = 10
 EQUALS, FILL, EOS = 10, 11, 12
 VOCAB = 13
-PRETRAIN_FILL = 3      # the warm start writes 0…3 filler tokens before its answer
+PRETRAIN_FILL = 3      # by default the warm start writes 0…3 filler tokens before its answer
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ def token_logps(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -
 
 # --- the warm start -----------------------------------------------------------------------------
 def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed: int, log_every: int,
-               built: dict) -> Iterator[StepRecord | Diverged | None]:
-    """Teacher forcing on "."×k, random digit, EOS after training prompts; then one record (step
+               built: dict, fill: int = PRETRAIN_FILL) -> Iterator[StepRecord | Diverged | None]:
+    """Teacher forcing on "."×k (k uniform in 0…`fill`), random digit, EOS after training prompts; then one record (step
     `steps`) of the warm model's held-out accuracy and lengths. Leaves the model in `built["reference"]`."""
     model = TinyLM(spec)
     generator = torch.Generator().manual_seed(seed)
@@ -127,11 +127,11 @@ def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed
     def batches():
         while True:
             prompts = task.train[torch.randint(len(task.train), (batch,), generator=generator)]
-            fill = torch.randint(PRETRAIN_FILL + 1, (batch, 1), generator=generator)
+            fill_count = torch.randint(fill + 1, (batch, 1), generator=generator)
             digit = torch.randint(task.bits + 1, (batch, 1), generator=generator)
             slot = torch.arange(task.max_len)[None]
-            responses = torch.where(slot < fill, FILL, torch.where(slot == fill, digit, EOS))
-            yield prompts, responses, fill + 2
+            responses = torch.where(slot < fill_count, FILL, torch.where(slot == fill_count, digit, EOS))
+            yield prompts, responses, fill_count + 2
 
     def objective(item, logging: bool):
         prompts, responses, lengths = item

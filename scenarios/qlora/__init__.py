@@ -153,12 +153,12 @@ class QLoRA(Scenario):
     def figures(self, frame, config: Config) -> Figures:
         records = Records(frame)
         colors = arm_colors(self.arm_universe(), self.arm_universe())
-        return Figures({
+        return Figures({  # pretraining first: the chart that has points from the run's first second
+            "prose": lambda: look.prose_figure(records, colors),
             "memory": lambda: look.memory_figure(records),
             "constants": lambda: look.constants_figure(records, config.block_size, config.second_block),
             "loss": lambda: look.loss_figure(records, colors),
             "gap": lambda: look.gap_figure(records, colors),
             "quant_error": lambda: look.error_figure(records),
             "code": lambda: look.code_figure(records),
-            "prose": lambda: look.prose_figure(records, colors),
         })

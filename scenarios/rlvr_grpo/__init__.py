@@ -7,7 +7,7 @@ reward is a program's verdict: 1 for the right digit, 0 otherwise. A quarter of 
 prompts are held out and never trained on (never an answer's only prompt, so every answer is trained).
 
 **Warm start.** The project's tiny LM (engines.sequence.lm) is first trained by teacher forcing,
-briefly and gently, on well-formed responses with a *random* answer ("."×k, a digit of 0…bits, EOS, k = 0…3):
+briefly and gently, on well-formed responses with a *random* answer ("."×k, a digit of 0…bits, EOS, k = 0…fill, 3 by default):
 it writes the format and the range of answers but answers at chance, 1/(bits + 1). That model is also the KL reference π_ref.
 
 **GRPO** (Shao et al. 2024): for each prompt, G responses from π_old; each one's advantage is its
@@ -18,8 +18,8 @@ A group whose G rewards are all equal has A = 0: it contributes no policy gradie
 
 **Dr. GRPO** (Liu et al. 2025) drops both the 1/|o| and the std. The std multiplies a prompt's
 gradient by 1/√(p(1 − p)) for its group's success rate p, so nearly-solved and nearly-hopeless
-prompts weigh most; the 1/|o| pushes a wrong answer's tokens down less the longer it is, so
-wrong answers may drift longer. Look at held-out accuracy first, then the length of wrong
+prompts weigh most; the 1/|o| pushes a wrong answer's tokens down less the longer it is, and a
+right answer's up more the shorter it is, so wrong answers may drift longer than right ones. Look at held-out accuracy first, then the length of wrong
 answers in each arm, the per-prompt weight against the formula, and the share of groups that
 carried no signal.
 """
@@ -54,7 +54,9 @@ class Config(ScenarioConfig):
                                                           "(DeepSeekMath: 0.04).")
     clip: float = Field(0.2, ge=0.05, le=1.0, description="ε: ρ = π/π_old is clipped to [1 − ε, 1 + ε].")
     max_len: int = Field(8, ge=5, le=12, description="Longest response (tokens, EOS included); one with no EOS "
-                                                     "by then earns 0. The warm start writes 2…5.")
+                                                     "by then earns 0. The warm start writes 2…fill + 2.")
+    fill: int = Field(3, ge=0, le=5, description="The warm start writes 0…fill filler '.' tokens before its answer "
+                                                 "(uniformly): how much the lengths GRPO starts from vary.")
     warm_steps: int = Field(30, ge=5, le=1000, description="Teacher-forcing steps of the warm start "
                                                            "(random answers: the format, not the task).")
 
@@ -62,6 +64,9 @@ class Config(ScenarioConfig):
     def _room(self) -> "Config":
         if self.steps < self.epochs:
             raise ValueError(f"steps ({self.steps}) must be at least epochs ({self.epochs}): one rollout at least")
+        if self.max_len < self.fill + 3:
+            raise ValueError(f"max_len ({self.max_len}) must be at least fill + 3 ({self.fill + 3}): the warm start's "
+                             "longest response and a token of room")
         return self
 
 
@@ -130,7 +135,7 @@ class RlvrGrpo(Scenario):
         spec = LMSpec(grpo.VOCAB, context=config.bits + 1 + config.max_len, seed=config.seed, **LM)
         built: dict = {}
         warm = grpo.warm_start(task, spec, config.warm_steps, WARM_LR, WARM_BATCH, config.seed,
-                               max(1, config.warm_steps // 10), built)
+                               max(1, config.warm_steps // 10), built, fill=config.fill)
 
         def arm(dr: bool):
             yield from grpo.grpo_arm(task, built["reference"], steps=config.steps, lr=config.lr, prompts=config.prompts,

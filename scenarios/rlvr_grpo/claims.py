@@ -140,6 +140,18 @@ def wrong_minus_right(arm: str) -> Compute:
     return compute
 
 
+def length_verdict(grew_more: bool, gap_wider: bool) -> str:
+    """What the two measures of the 1/|o| bias say together: the growth of wrong answers (more under GRPO)
+    and, at the end, wrong minus right length (wider under GRPO)."""
+    if grew_more and gap_wider:
+        return "both as the 1/|o| bias predicts"
+    if gap_wider:
+        return "the gap shows the 1/|o| bias, the growth does not"
+    if grew_more:
+        return "the growth shows the 1/|o| bias, the gap does not"
+    return "so neither measure shows the 1/|o| bias in this run"
+
+
 def length_contrast(records: Records) -> Sentence | None:
     """The 1/|o| bias in two measures: how much more the wrong answers grew under GRPO than under Dr. GRPO,
     and, over the last third, wrong minus right length in each arm (both arms share whatever else moves length)."""
@@ -151,9 +163,7 @@ def length_contrast(records: Records) -> Sentence | None:
                   shown=lambda v: f"{abs(v):.2f}")
     grew = ("grew {} tokens more under GRPO than under Dr. GRPO" if more.value > 0 else
             "grew {} tokens less under GRPO than under Dr. GRPO" if more.value < 0 else "grew alike ({}) in both arms")
-    shown = gaps[0].value > gaps[1].value and more.value > 0
-    verdict = ("both as the 1/|o| bias predicts" if shown else
-               "so the 1/|o| bias does not show in both measures in this run")
+    verdict = length_verdict(more.value > 0, gaps[0].value > gaps[1].value)
     return say(f"Wrong answers {grew}; over the last third, wrong minus right length was {{}} tokens under GRPO and "
                f"{{}} under Dr. GRPO — {verdict}.", more, *gaps)
 
