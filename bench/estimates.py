@@ -90,6 +90,11 @@ EXTRA: dict[str, list[dict]] = {
                  {"level": "tabular", "steps": 200, "reward_steps": 100},
                  {"steps": 1000, "ppo_epochs": 8, "group": 2, "reward_steps": 20}],
     "mixed-precision": [{"steps": 1500}, {"steps": 30}],
+    "compositional": [{"steps": 600, "eval_commands": 32}, {"steps": 50, "eval_commands": 512, "layers": 1},
+                      {"d_model": 96, "steps": 100, "eval_commands": 32}, {"steps": 100, "batch_size": 256, "layers": 1},
+                      {"opposite": True, "after": True, "steps": 50, "eval_commands": 32},
+                      {"thrice": True, "steps": 100, "layers": 1, "batch_size": 32},
+                      {"batch_size": 512, "steps": 50, "d_model": 64, "eval_commands": 32}],
 }
 # Big settings, measured with --large to see that the fit carries there (not fitted on).
 LARGE: dict[str, list[dict]] = {

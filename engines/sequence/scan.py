@@ -49,13 +49,14 @@ def verbs(opposite: bool, around: bool) -> list[str]:
     return plain + [f"turn {f}" for f in forms if f]  # "turn" needs a direction
 
 
-def phrases(opposite: bool, around: bool) -> list[str]:
-    return [f"{v} {r}".strip() for v in verbs(opposite, around) for r in REPEATS]
+def phrases(opposite: bool, around: bool, thrice: bool = True) -> list[str]:
+    return [f"{v} {r}".strip() for v in verbs(opposite, around) for r in REPEATS if thrice or r != "thrice"]
 
 
-def commands(opposite: bool = True, around: bool = False, conjunctions: tuple[str, ...] = CONJUNCTIONS) -> list[str]:
+def commands(opposite: bool = True, around: bool = False, conjunctions: tuple[str, ...] = CONJUNCTIONS,
+             thrice: bool = True) -> list[str]:
     """Every command of the language, in a fixed order."""
-    single = phrases(opposite, around)
+    single = phrases(opposite, around, thrice)
     return single + [f"{a} {c} {b}" for c in conjunctions for a, b in itertools.product(single, single)]
 
 
@@ -145,13 +146,24 @@ def longest(all_commands: list[str]) -> int:
     return max(len(c.split()) + len(meaning(c)) + 2 for c in all_commands)
 
 
-def encode(command_list: list[str] | tuple[str, ...], length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each command as "words SEP actions EOS", right-padded to `length`: ids (n, length) and the
-    position of SEP in each (n,)."""
+def aligned(all_commands: list[str]) -> tuple[int, int]:
+    """Where SEP sits when every command ends just before it (its longest command's words), and the
+    tokens of "command SEP actions EOS" then: (sep, length)."""
+    sep = max(len(c.split()) for c in all_commands)
+    return sep, sep + max(len(meaning(c)) for c in all_commands) + 2
+
+
+def encode(command_list: list[str] | tuple[str, ...], length: int, sep: int | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each command as "words SEP actions EOS" in `length` tokens, PAD elsewhere: ids (n, length) and
+    the position of SEP in each (n,). With `sep`, the words end just before position `sep` (PAD
+    before them), so the k-th action is at position sep + k in every row; without, they start at 0."""
     ids = torch.full((len(command_list), length), IDS[PAD], dtype=torch.long)
     seps = torch.empty(len(command_list), dtype=torch.long)
     for row, command in enumerate(command_list):
-        tokens = [*command.split(), SEP, *meaning(command), EOS]
-        ids[row, :len(tokens)] = torch.tensor([IDS[t] for t in tokens])
-        seps[row] = len(command.split())
+        words = command.split()
+        start = 0 if sep is None else sep - len(words)
+        tokens = [*words, SEP, *meaning(command), EOS]
+        ids[row, start:start + len(tokens)] = torch.tensor([IDS[t] for t in tokens])
+        seps[row] = start + len(words)
     return ids, seps

@@ -12,7 +12,8 @@ ACTIONS = ("JUMP", "WALK", "RUN", "LOOK", "LTURN", "RTURN", "eos")
 
 
 def exact_figure(records: Records, colors: dict[str, str]) -> go.Figure:
-    """Solid: the test commands exactly right (seeded sample); dotted: the training commands."""
+    """Solid: the test commands exactly right (a seeded sample, every test command at the last log);
+    dotted: the training commands (a seeded sample)."""
     fig = go.Figure()
     for arm in ARMS:
         add_curve(fig, records, arm, "test_exact", arm, colors[arm], label=f"{arm}, test", legendgroup=arm)
@@ -21,8 +22,8 @@ def exact_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     for trace in fig.data:
         trace.y = [100 * v for v in trace.y]
     fig.update_yaxes(range=[-3, 103])
-    return layout(fig, "Commands exactly right, greedy decoding (solid: test, dotted: training)", "step",
-                  "% exactly right")
+    return layout(fig, "Commands exactly right, greedy decoding (solid: test, dotted: training; a sample of each, "
+                       "every test command at the last point)", "step", "% exactly right")
 
 
 def last_values(records: Records, arm: str, prefix: str, names: tuple[str, ...]) -> dict[str, float]:
@@ -37,15 +38,18 @@ def last_values(records: Records, arm: str, prefix: str, names: tuple[str, ...])
 def bars_figure(records: Records, colors: dict[str, str], prefix: str, names: tuple[str, ...], title: str,
                 x_title: str, y_title: str) -> go.Figure:
     fig = go.Figure()
-    for arm in ARMS:
-        values = last_values(records, arm, prefix, names)
-        if values:
-            fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=arm, marker_color=colors[arm],
-                        texttemplate="%{y:.0f}", textposition="outside", textfont_size=9, cliponaxis=False,
-                        hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
-    fig.update_layout(barmode="group")
+    found = {arm: values for arm in ARMS if (values := last_values(records, arm, prefix, names))}
+    crowded = sum(len(values) for values in found.values()) > 16  # then only add jump's bars carry their number
+    for arm, values in found.items():
+        labelled = not crowded or arm == ADD_JUMP
+        fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=arm, marker_color=colors[arm],
+                    texttemplate="%{y:.0f}" if labelled else None, textposition="outside", textfont_size=10,
+                    cliponaxis=False, hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
     fig.update_yaxes(range=[0, 110])
-    return layout(fig, title, x_title, y_title)
+    layout(fig, title, x_title, y_title)
+    fig.update_layout(barmode="group", legend=dict(title_text="", orientation="h", yanchor="top", y=-0.28, x=0),
+                      margin=dict(b=90))
+    return fig
 
 
 def construction_figure(records: Records, colors: dict[str, str]) -> go.Figure:
