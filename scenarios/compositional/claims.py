@@ -43,12 +43,15 @@ def gap_sentence(records: Records) -> Sentence | None:
                "the add-jump split's", claim)
 
 
-def breakdown_sentence(records: Records, arm: str, prefix: str, names: tuple[str, ...], what: str) -> Sentence | None:
+def breakdown_sentence(records: Records, arm: str, prefix: str, names: tuple[str, ...], what: str,
+                       quote: bool = False) -> Sentence | None:
+    """`quote`: the names in quotes (a construction named "and" reads as a word of the sentence otherwise)."""
     values = last_values(records, arm, prefix, names)
     if not values:
         return None
     step = records.last_step(arm, "test_exact")
-    claims = [Computed(f"{name} {{}}", value, lambda r, m=f"{prefix}{name}": r.at(arm, m, step), shown=percent(value))
+    label = "'{}' {{}}" if quote else "{} {{}}"
+    claims = [Computed(label.format(name), value, lambda r, m=f"{prefix}{name}": r.at(arm, m, step), shown=percent(value))
               for name, value in values.items()]
     return say(f"{arm}, {what} at step {step}: " + ", ".join(["{}"] * len(claims)), *claims)
 
@@ -82,7 +85,8 @@ def length_sentence(records: Records, max_train_actions: int) -> Sentence | None
 
 def details(records: Records, jump_examples: int, max_train_actions: int) -> list[Sentence]:
     found = [gap_sentence(records),
-             breakdown_sentence(records, ADD_JUMP, "test_exact/", CONSTRUCTIONS, "exact match by construction"),
+             breakdown_sentence(records, ADD_JUMP, "test_exact/", CONSTRUCTIONS, "exact match by construction",
+                                quote=True),
              breakdown_sentence(records, ADD_JUMP, "test_token/", ACTIONS,
                                 "each target token predicted right when fed the true prefix"),
              extra_sentence(records, jump_examples), length_sentence(records, max_train_actions)]
