@@ -56,18 +56,37 @@ def slider_value(page, label: str) -> int:
     return int(thumb(page, label).evaluate(THUMB_VALUE_JS))
 
 
-def press_on_slider(page, label: str, *keys: str) -> tuple[int, int]:
-    """Focus a slider's thumb, press keys, wait for the rerun; return (before, after)."""
-    handle = thumb(page, label)
-    before = slider_value(page, label)
-    handle.focus()
+def press_on_slider(page, label: str, *keys: str, settle_s: float = 5) -> tuple[int, int]:
+    """Press `keys` on a slider's thumb, one at a time, each once its value has moved; then wait for
+    the rerun; return (before, after).
+
+    The thumb is found again at every check (a rerun can replace the element), and a key whose press
+    moved nothing within `settle_s` (the thumb was being redrawn when it landed) is pressed again,
+    up to twice: a key moves the thumb in the browser at once, so a second press never doubles one
+    that counted."""
+    before = value = slider_value(page, label)
     for key in keys:
-        handle.press(key)
-    page.wait_for_function(
-        f"([el, before]) => ({THUMB_VALUE_JS})(el) !== before",
-        arg=[handle.element_handle(), before], timeout=10_000)
+        for attempt in range(3):
+            thumb(page, label).press(key)
+            deadline = time.monotonic() + settle_s
+            while time.monotonic() < deadline and slider_value(page, label) == value:
+                time.sleep(0.05)
+            if slider_value(page, label) != value:
+                break
+        else:
+            raise AssertionError(f"the {label!r} slider stayed at {value} after pressing {key} 3 times; "
+                                 f"sliders now {all_slider_values(page)}, status {progress_text(page)!r}")
+        value = slider_value(page, label)
     wait_idle(page)
     return before, slider_value(page, label)
+
+
+def all_slider_values(page) -> dict[str, str]:
+    """Every sidebar slider's label and value (for failure messages)."""
+    widgets = page.locator(f'{SIDEBAR} [data-testid="stSlider"]')
+    return {w.locator('[data-testid="stWidgetLabel"]').inner_text().strip():
+            w.locator('input[type="range"], [role="slider"]').first.evaluate(THUMB_VALUE_JS)
+            for w in widgets.all()}
 
 
 def displayed_value(page, label: str) -> str:
