@@ -121,6 +121,9 @@ class Scenario:
     tiny_space: ClassVar[dict[str, list]] = {}  # values random tiny configs may take (fields that would run long)
     order: ClassVar[int] = 100               # position in the gallery (then by title)
     picture: ClassVar[str | None] = None     # the figure a home card shows small (None: its first term's figure)
+    counted: ClassVar[tuple[str, ...]] = ("loss",)  # the status line's "after 300 steps" counts the steps of the arms
+                                             # that record a metric whose name holds one of these (training arms,
+                                             # not a sweep indexed by bit width or N); (): the line gives no count
     listed: ClassVar[bool] = True            # False: registered (its runs are drawn and explained) but trained
                                              # elsewhere, so not in the gallery, `list` or `run` (scenarios/watched/)
     rates: ClassVar[dict[str, float]] = {}   # seconds per unit of each `work` term here (bench/estimates.py fits them)

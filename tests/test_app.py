@@ -290,6 +290,24 @@ def test_the_status_line_counts_steps_per_arm() -> None:
     assert "after 10 steps in" in status_line(Snapshot(even, "stopped", 0.1, [], None, 0.5, None))
 
 
+def test_the_status_line_counts_only_training_steps() -> None:
+    """An arm indexed by something else (N up to 1024, d_k) is no count of steps; a page that only
+    measures (flash-attention) gives no count at all."""
+    import pandas as pd
+
+    from explorer.runs.handle import RunHandle, Snapshot
+    from explorer.view.status_words import status_line, steps_per_arm
+    from scenarios import get_scenario
+    rows = [("1 head", s, "loss", 1.0) for s in range(20)] + [("random q, k", n, "score_std", 1.0) for n in range(513)]
+    mixed = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
+    assert steps_per_arm(mixed) == "20 steps", steps_per_arm(mixed)
+    flash = get_scenario("flash-attention")
+    result = flash.run(flash.tiny)
+    handle = RunHandle(flash, flash.validate(flash.tiny))
+    line = status_line(Snapshot(result.frame, "finished", 1.0, [], None, 1.5, "abc"), handle)
+    assert line == "Finished in 1.5 s · stored as run abc", (line, result.frame.groupby("arm")["step"].max().to_dict())
+
+
 def test_a_pages_figures_are_warmed_once_per_process_in_a_thread_that_ends() -> None:
     from explorer.page.session import warm_figures
     first = warm_figures("dead-relu")

@@ -1,18 +1,25 @@
 """The status line's words: how far a run (or a group of seeds) has got, or how it ended."""
 import datetime
+import re
 
 from explorer.runs.handle import RunHandle, Snapshot
 from explorer.runs.watched import WatchedHandle
 from explorer.view.seeds import SeedGroup
 
 
-def steps_per_arm(frame) -> str:
-    """"10 steps" when every arm reached the same step, else "up to 400 steps": arms may count
-    different things (a teacher and its students, a sweep indexed by bit width), or a Stop
-    caught them at different points."""
+def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
+    """"10 steps" when every training arm reached the same step, else "up to 400 steps": arms may
+    train different lengths (a teacher and its students), or a Stop caught them at different points.
+    Training arms are those with a metric whose name holds one of `counted` (the scenario's
+    `counted`): an arm indexed by something else (bit width, sequence length N, d_k) is no count of
+    steps. None when no arm trains (a page that measures): the line then gives no count."""
     if frame.empty:
-        return "0 steps"
-    last = frame.groupby("arm", sort=False)["step"].max() + 1
+        return "0 steps" if counted else None
+    metrics = frame["metric"].astype(str)
+    trained = frame[metrics.str.contains("|".join(map(re.escape, counted)))] if counted else frame.iloc[:0]
+    if trained.empty:
+        return None
+    last = trained.groupby("arm", sort=False)["step"].max() + 1
     low, high = int(last.min()), int(last.max())
     return f"{high} steps" if low == high else f"up to {high} steps"
 
@@ -40,7 +47,8 @@ def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | WatchedHandle | 
                 f"{snap.elapsed_s:.1f} s — no retraining")
     if snap.status == "refused":
         return "Not run: this machine cannot run these settings"
-    line = f"{WORDS.get(snap.status, snap.status)} after {steps_per_arm(snap.frame)} in {snap.elapsed_s:.1f} s"
+    steps = steps_per_arm(snap.frame, handle.scenario.counted if isinstance(handle, RunHandle) else ("loss",))
+    line = f"{WORDS.get(snap.status, snap.status)}" + (f" after {steps}" if steps else "") + f" in {snap.elapsed_s:.1f} s"
     if snap.status == "stopped" and not snap.run_id:
         return line + " · not stored"
     return line + (f" · stored as run {snap.run_id}" if snap.run_id else "")

@@ -61,6 +61,7 @@ class FlashAttention(Scenario):
     order = 37
     topic = "Architecture"
     picture = "hbm_traffic"
+    counted = ()  # it measures (its steps are N, positions, logits): nothing trains
     question = "How does tiled attention give the exact softmax(QKᵀ/√d)V while moving far fewer bytes, and why does it not overflow?"
     terms = {
         "Scaled dot-product attention": shown_by("exactness", "err/out_vs_explicit", "err/out_vs_sdpa", arm=EXACT,

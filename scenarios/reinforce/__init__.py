@@ -62,6 +62,7 @@ class Reinforce(Scenario):
     order = 57
     topic = "Alignment"
     picture = "steps_to_goal"
+    counted = ("loss", "p_right")  # the corridor arms count episodes, the bandit arms batches
     question = "Does REINFORCE find the best stochastic policy of the short corridor, and what does a learned baseline buy?"
     arms_note = ("Every arm trains its own policy on its own episodes, side by side; the corridor arms share the "
                  "seed's episode stream, the bandit arms its rounds' stream and the context set.")

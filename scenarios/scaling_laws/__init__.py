@@ -57,6 +57,7 @@ class ScalingLaws(Scenario):
     order = 45
     topic = "Language models"
     picture = "grid"
+    counted = ()  # its arms are indexed by grid point and budget: many short trainings, no one count of steps
     question = "How does a language model's loss fall with its parameters and its tokens, and how should a compute budget be split?"
     terms = {
         "Entropy rate": shown_by("grid", "entropy_rate", arm=SOURCE, how="the dotted floor under every point's held-out loss"),
