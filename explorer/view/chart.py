@@ -83,6 +83,12 @@ function wrapTitle(layout, element) {
   return layout;
 }
 
+// The mode bar keeps zoom, pan, reset and the PNG download: the selection tools and the zoom-in,
+// zoom-out and autoscale buttons (the same as a drag, a double click) only widened the bar that
+// covers the right end of a chart's title on hover.
+const CONFIG = {displaylogo: false, responsive: true,
+                modeBarButtonsToRemove: ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d"]};
+
 // A chart is drawn only while it is on screen or near it (NEAR_PX above or below): one
 // scrolled far away is drawn with its newest figure when it comes near. A page of seven charts
 // then draws the two to four in view, at Run, at every live update and when a stored run is shown.
@@ -116,8 +122,7 @@ function draw(chart) {
     chart.__drawing = data.version;
     const started = performance.now();
     const figure = JSON.parse(data.figure);
-    Plotly.react(chart, figure.data, themed(figure.layout, chart.__parent),
-                 {displaylogo: false, responsive: true}).finally(() => {
+    Plotly.react(chart, figure.data, themed(figure.layout, chart.__parent), CONFIG).finally(() => {
       // Versions are content hashes: the same figure can come again after a placeholder reset, and
       // must then be drawn again, so the guard above holds only while this draw is under way.
       if (chart.__drawing === data.version) chart.__drawing = undefined;
