@@ -64,6 +64,6 @@ def _power(match: re.Match) -> str:
 def terminal_text(markdown: str) -> str:
     """Markdown as a terminal prints it: bold dropped, inline math unwrapped, powers raised
     (`$10^{-4.0}$` -> `10⁻⁴·⁰`, `2^17` -> `2¹⁷`). A power with no superscript form stays as written."""
-    text = _BOLD.sub(r"\1", markdown)
+    text = _BOLD.sub(r"\1", markdown).replace("\\*", "*")
     text = _INLINE_MATH.sub(lambda m: m.group(1), text)
     return _POWER.sub(_power, text)

@@ -3,6 +3,7 @@
 `say` puts claims' words into a sentence and keeps the claims for checking; `trajectory`
 tells what happened to one arm's curve in claims that hold for any run.
 """
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,10 +100,10 @@ class Explanation:
     def markdown(self) -> str:
         if self.takeaway is None:
             return self.waiting or "Run to see what this page is about."
-        lines = [f"**{self.takeaway.text}**"]
+        lines = [f"**{_literal_stars(self.takeaway.text)}**"]
         if self.details:
             lines.append("")
-            lines += [f"- {sentence.text}" for sentence in self.details]
+            lines += [f"- {_literal_stars(sentence.text)}" for sentence in self.details]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -111,3 +112,10 @@ class Explanation:
     def _repr_markdown_(self) -> str:
         """How a notebook shows it: rendered, math included."""
         return self.markdown()
+
+
+def _literal_stars(text: str) -> str:
+    """A lone `*` of a sentence (π*, the optimum) escaped: in the bold takeaway it would end the bold
+    and open italics. `**` (a sentence's own bold) is left alone."""
+    return re.sub(r"(?<![*\\])\*(?!\*)", r"\\*", text)
+

@@ -41,3 +41,16 @@ def test_bare_links_get_a_word_joiner_where_they_would_start() -> None:
     assert plain("see https://evil.example or www.evil.example or me@evil.example") == (
         f"see https{WORD_JOINER}\\:\\/\\/evil\\.example or www{WORD_JOINER}\\.evil\\.example or "
         f"me{WORD_JOINER}\\@evil\\.example")
+
+
+def test_a_lone_star_in_a_sentence_stays_a_star_in_the_bold_takeaway() -> None:
+    """rlhf-ppo's takeaway names the optimum π*: inside the takeaway's `**…**` a bare `*` closed the
+    bold and opened italics. Rendered, the whole takeaway is one <strong> holding "π*"; in a terminal, "π*"."""
+    from explorer.plaintext import terminal_text
+    from scenarios.explanation import Explanation, Sentence
+    explanation = Explanation(takeaway=Sentence("PPO ends at KL 2.1 — π* ∝ π_ref·exp(r/β): KL 5.54", []),
+                              details=[Sentence("π* is the optimum; a **bold** word stays bold", [])])
+    html = MARKDOWN.render(explanation.markdown())
+    assert "<strong>PPO ends at KL 2.1 — π* ∝ π_ref·exp(r/β): KL 5.54</strong>" in html, html
+    assert "<em>" not in html and "<strong>bold</strong>" in html, html
+    assert terminal_text(explanation.markdown()).splitlines()[0] == "PPO ends at KL 2.1 — π* ∝ π_ref·exp(r/β): KL 5.54"
