@@ -306,6 +306,9 @@ def test_the_status_line_counts_only_training_steps() -> None:
     handle = RunHandle(flash, flash.validate(flash.tiny))
     line = status_line(Snapshot(result.frame, "finished", 1.0, [], None, 1.5, "abc"), handle)
     assert line == "Finished in 1.5 s · stored as run abc", (line, result.frame.groupby("arm")["step"].max().to_dict())
+    general = get_scenario("generalization")  # its final/ rows sit at step `steps`: not a training step
+    config = general.validate(general.tiny)
+    assert steps_per_arm(general.run(general.tiny).frame, general.counted) == f"{config.steps} steps"
 
 
 def test_a_pages_figures_are_warmed_once_per_process_in_a_thread_that_ends() -> None:

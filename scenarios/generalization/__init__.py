@@ -70,6 +70,7 @@ class Generalization(Scenario):
     id = "generalization"
     title = "Overfitting, early stopping, dropout, weight decay"
     order = 15
+    counted = ("train_loss",)  # its final/ and restored/ rows sit one step past the last training step
     arms_note = ("The four regularization arms train together as one batched model (per-arm dropout and decay), and "
                  "the training-set-size sweep as one per batch size: each arm's records are those it gives trained "
                  "alone, bit for bit.")
