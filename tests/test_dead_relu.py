@@ -122,3 +122,17 @@ def test_the_census_of_a_logged_step_sees_the_weights_its_forward_pass_used() ->
     for kind in ("frac_dead", "frac_never_positive"):
         recorded, expected = records.profile("ReLU", kind, step=0).tolist(), fractions[kind].tolist()
         assert recorded == expected, f"{kind} at step 0: recorded {recorded}, census of the initial net {expected}"
+
+
+def test_a_leaky_layer_that_never_fires_is_said_to_be_alive_and_why() -> None:
+    """LeakyReLU's units below 0 on every input are not dead (slope 0.01): its detail says "never
+    above 0" and, beside it, that no unit is dead, both claims checked on the records."""
+    from sentence_checks import explained_and_holding
+    config = {**SMALL_BORN_DEAD, "steps": 200}
+    records = Records(SCENARIO.run(config).frame)
+    explanation = explained_and_holding(SCENARIO, config, records)
+    leaky = next(s.text for s in explanation.details if s.text.startswith("LeakyReLU:"))
+    dead = records.layers("LeakyReLU", "frac_dead")
+    never = records.layers("LeakyReLU", "frac_never_positive")
+    assert float(dead.iloc[-1].max()) == 0 and float(never.iloc[-1].max()) > 0, (dead.iloc[-1], never.iloc[-1])
+    assert "never above 0" in leaky and "yet 0% of any layer's units dead" in leaky, leaky

@@ -102,6 +102,11 @@ def arm_details(records: Records, arm: str) -> Sentence | None:
     claims = dead_details(records, arm) or ([never] if never is not None and never.value > 0 else [])
     if not claims:
         return None
+    dead = dead_claim(records, arm)
+    if claims == [never] and arm != "ReLU" and dead is not None and dead.value == 0:
+        # units that never fire, yet not dead: below 0 a LeakyReLU's or GELU's slope is not 0
+        return say("{}: {} — yet {}: below 0 its slope is not 0, so those units still get a gradient",
+                   arm, never, dead)
     layers = sum(claim.text.startswith("{} of layer") for claim in claims)  # one list: "97% of layer 2's, ..."
     slots = [", ".join(["{}"] * layers)] * bool(layers) + ["{}"] * (len(claims) - layers)
     return say("{}: " + "; ".join(slots), arm, *claims)
