@@ -14,6 +14,7 @@ from scenarios.ddp_fsdp_memory.timeline import timeline_figure, timeline_of
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
 
+MIB = 2 ** 20  # the charts in MiB, the unit the sentences use (scenarios/words.py)
 CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ALLOCATOR)}
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
 STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))
@@ -43,27 +44,27 @@ def bars_figure(records: Records, summary: dict) -> go.Figure:
         for rank in range(top):
             labels.append(f"{a['strategy']}<br>rank {rank}")
             for c in CATEGORIES:
-                stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / 1e6)
+                stacks[c].append(values.get(f"rank_{rank}/peak/{c}", 0.0) / MIB)
             if (total := values.get(f"rank_{rank}/peak/allocated")) is not None:  # CUDA only
-                allocated.append((labels[-1], total / 1e6))
+                allocated.append((labels[-1], total / MIB))
         labels.append(f"{a['strategy']}<br>model")
         modelled = {**a["estimated"], "activations": a["estimated_activation_bytes"] or 0.0,
                     "unsharded parameters": a["estimated_unsharded_bytes"],
                     "communication buffers": a["estimated_bucket_bytes"]}
         for c in CATEGORIES:
-            stacks[c].append(modelled.get(c, 0.0) / 1e6)
+            stacks[c].append(modelled.get(c, 0.0) / MIB)
     fig = go.Figure()
     for c in (c for c in CATEGORIES if any(stacks[c])):
         fig.add_bar(x=labels, y=stacks[c], name=c, marker_color=CATEGORY_COLORS[c],
-                    hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
+                    hovertemplate=f"{c}<br>%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
     if allocated:  # the allocator's peak beside the tracked one: blocks, caches and what no tracker files
         fig.add_scatter(x=[x for x, _ in allocated], y=[y for _, y in allocated], mode="markers", name="CUDA allocated",
                         marker=dict(symbol="line-ew-open", size=28, color=CATEGORY_COLORS["allocated"], line=dict(width=3)),
-                        hovertemplate="CUDA allocator, peak<br>%{x}<br>%{y:.3f} MB<extra></extra>")
+                        hovertemplate="CUDA allocator, peak<br>%{x}<br>%{y:.3f} MiB<extra></extra>")
     fig.update_layout(barmode="stack")
     fig = layout(fig, f"Peak memory per rank by category, N={top}: measured, and the model beside it",
                  "each rank's measured peak; model = ZeRO model states + activations + gathered parameters "
-                 "(+ DDP's buckets)", "MB")
+                 "(+ DDP's buckets)", "MiB")
     return full_width(fig.update_layout(legend_title_text="category"))
 
 
@@ -78,24 +79,24 @@ def vs_world_figure(summary: dict, colors: dict[str, str]) -> go.Figure:
         items = [a for _, a in pairs]
         color = colors.get(pairs[-1][0])
         n = [a["world_size"] for a in items]
-        fig.add_scatter(x=n, y=[a["measured_state_bytes"] / 1e6 for a in items], name=f"{strategy} measured",
+        fig.add_scatter(x=n, y=[a["measured_state_bytes"] / MIB for a in items], name=f"{strategy} measured",
                         mode="lines+markers", line=dict(color=color),
-                        hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
-        fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / 1e6 for a in items], name=f"{strategy} model",
+                        hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
+        fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / MIB for a in items], name=f"{strategy} model",
                         mode="lines", line=dict(color=color, dash="dash"), hoverinfo="skip")
     fig.update_xaxes(dtick=1)
     return layout(fig, "Model state per rank vs world size", "world size N (ranks)",
-                  "params + grads + Adam on rank 0 (MB)")
+                  "params + grads + Adam on rank 0 (MiB)")
 
 
 def phases_figure(records: Records, summary: dict, colors: dict[str, str]) -> go.Figure:
     fig = go.Figure()
     for arm in summary["arms"]:
         values = arm_values(records, arm)
-        totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / 1e6 for p in PHASES]
+        totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / MIB for p in PHASES]
         fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors.get(arm)),
-                        hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MB<extra></extra>")
-    return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MB)")
+                        hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
+    return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MiB)")
 
 
 def what_if_figure(config, summary: dict) -> go.Figure:

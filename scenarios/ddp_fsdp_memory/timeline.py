@@ -57,7 +57,7 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
         fig = go.Figure()
         fig.add_annotation(text="no timeline recorded (switch on 'timeline' and run)", showarrow=False,
                            xref="paper", yref="paper", x=0.5, y=0.5)
-        return layout(fig, "Rank 0's memory, block by block through step 1", "mark", "MB")
+        return layout(fig, "Rank 0's memory, block by block through step 1", "mark", "MiB")
     sequences = [tuple(timelines[arm].drop_duplicates("mark")["label"]) for arm in arms]
     same_marks = len(set(sequences)) == 1  # then one axis of marks at the bottom serves every row
     fig = make_subplots(rows=len(arms), cols=1, shared_xaxes=same_marks, vertical_spacing=0.06 if same_marks else 0.16,
@@ -70,19 +70,19 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
             rows = table[table["category"] == category].set_index("mark").reindex(marks["mark"])
             stacked = category not in ("allocated", "reserved")  # CUDA's totals contain the categories: lines
             fig.add_scatter(
-                x=marks["mark"], y=rows["bytes"].fillna(0.0) / 1e6, name=category, legendgroup=category,
+                x=marks["mark"], y=rows["bytes"].fillna(0.0) / 2 ** 20, name=category, legendgroup=category,
                 showlegend=category not in shown, row=row, col=1, customdata=marks["label"],
                 mode="lines", stackgroup=arm if stacked else None,
                 line=dict(color=colors.get(category, "#333"), width=0.5 if stacked else 2,
                           dash=None if stacked else "dash"),
-                hovertemplate=f"{arm}<br>%{{customdata}}<br>{category}: %{{y:.3f}} MB<extra></extra>")
+                hovertemplate=f"{arm}<br>%{{customdata}}<br>{category}: %{{y:.3f}} MiB<extra></extra>")
             shown.add(category)
         if row == len(arms) or not same_marks:
             fig.update_xaxes(tickmode="array", tickvals=marks["mark"], ticktext=[short_label(l) for l in marks["label"]],
                              tickangle=-60, row=row, col=1)
     fig.update_yaxes(matches="y")  # one scale for every arm: the heights compare
     fig = layout(fig, "Rank 0's memory, block by block through step 1 (F▸/F◂: forward start/end, B▸/B◂: backward)",
-                 "", "MB")
+                 "", "MiB")
     fig.update_xaxes(title_text="marks of the measured step, in call order", row=len(arms), col=1)
     fig.update_layout(legend_title_text="category", hovermode="x unified",
                       height=max(420, (230 if same_marks else 330) * len(arms) + 120))
@@ -93,7 +93,7 @@ def trace_figure(traces: dict[str, list[float]], colors: dict[str, str]) -> go.F
     """CUDA only: allocated bytes after each allocator event of the measured step."""
     fig = go.Figure()
     for arm, levels in traces.items():
-        fig.add_scatter(y=[v / 1e6 for v in levels], name=arm, mode="lines", line=dict(color=colors[arm]),
-                        hovertemplate=f"{arm}<br>event %{{x}}<br>%{{y:.2f}} MB allocated<extra></extra>")
+        fig.add_scatter(y=[v / 2 ** 20 for v in levels], name=arm, mode="lines", line=dict(color=colors[arm]),
+                        hovertemplate=f"{arm}<br>event %{{x}}<br>%{{y:.2f}} MiB allocated<extra></extra>")
     return layout(fig, "CUDA allocator through the measured step (from torch.cuda.memory._snapshot)",
-                  "allocator event (thinned)", "allocated (MB)")
+                  "allocator event (thinned)", "allocated (MiB)")
