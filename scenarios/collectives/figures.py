@@ -105,6 +105,11 @@ def bytes_figure(records: Records) -> go.Figure:
                   "tensor size S (bytes, log scale)", "bytes sent per rank ÷ S (mean over ranks)")
 
 
+def mib(value: float | None) -> float | None:
+    """Bytes in MiB, the unit the sentences use (scenarios/words.py)."""
+    return None if value is None else value / 2 ** 20
+
+
 def bytes_by_rank_figure(records: Records) -> go.Figure:
     """At the largest size, every rank's sent and received bytes per op, with the ring formula (—)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["sent", "received"], shared_yaxes=True)
@@ -112,19 +117,19 @@ def bytes_by_rank_figure(records: Records) -> go.Figure:
     steps = {op: records.last_step(op, "size_bytes") for op in present}
     for r in sorted({r for op in present for r in ranks(records, op)}):
         for col, name in ((1, "sent_bytes"), (2, "received_bytes")):
-            fig.add_bar(x=present, y=[records.at(op, f"rank_{r}/{name}", steps[op]) for op in present], name=f"rank {r}",
+            fig.add_bar(x=present, y=[mib(records.at(op, f"rank_{r}/{name}", steps[op])) for op in present], name=f"rank {r}",
                         marker_color=category_color(r), legendgroup=str(r), showlegend=col == 1, row=1, col=col,
-                        hovertemplate=f"%{{x}}<br>rank {r} {name.split('_')[0]} %{{y:.4s}}B<extra></extra>")
+                        hovertemplate=f"%{{x}}<br>rank {r} {name.split('_')[0]} %{{y:.4g}} MiB<extra></extra>")
     ring = [(op, value) for op in present if (value := records.at(op, "ring_bytes", steps[op])) is not None]
     for col in (1, 2):
         if ring:
-            fig.add_scatter(x=[op for op, _ in ring], y=[v for _, v in ring], mode="markers", name="ring formula",
+            fig.add_scatter(x=[op for op, _ in ring], y=[mib(v) for _, v in ring], mode="markers", name="ring formula",
                             marker=dict(symbol="line-ew-open", size=36, color="black", line=dict(width=3)),
                             legendgroup="ring", showlegend=col == 1, row=1, col=col,
-                            hovertemplate="%{x}<br>ring formula %{y:.4s}B<extra></extra>")
+                            hovertemplate="%{x}<br>ring formula %{y:.4g} MiB<extra></extra>")
     fig.update_layout(barmode="group", title="Bytes per rank at the largest size; the ring formula (—)",
                       margin=dict(l=60, r=20, t=70, b=50), legend_title_text="rank")
-    fig.update_yaxes(title_text="bytes", row=1, col=1)
+    fig.update_yaxes(title_text="MiB (2²⁰ bytes)", row=1, col=1)
     fig.update_xaxes(title_text="collective")
     return full_width(fig)
 
