@@ -317,3 +317,11 @@ def test_a_pages_figures_are_warmed_once_per_process_in_a_thread_that_ends() -> 
     first.join(timeout=120)
     assert not first.is_alive(), "the warm-up thread ends once the figures are built"
     assert warm_figures("dead-relu") is first, "once per scenario and process"
+
+
+def test_a_log_sliders_power_of_two_reads_as_one() -> None:
+    """reinforce's step sizes are powers of two: 2⁻¹³ ≈ 0.000122, not 0.00012207; decimals stay as written."""
+    from explorer.page.controls import log_label
+    assert log_label(2 ** -13) == "2⁻¹³ ≈ 0.000122"
+    assert log_label(2 ** -6) == "2⁻⁶ ≈ 0.0156"
+    assert [log_label(v) for v in (0.001, 3e-4, 0.5, 1e-5, 0.0625)] == ["0.001", "0.0003", "0.5", "1e-05", "0.0625"]

@@ -29,6 +29,19 @@ def log_grid(low: float, high: float, *extra: float) -> list[float]:
     return sorted(values)
 
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def log_label(value: float) -> str:
+    """A log slider's value as a person reads it: `0.001`, `3e-05`; a power of two that would print
+    as a long decimal (0.00012207) as `2⁻¹³ ≈ 0.000122`, as the presets name it."""
+    text = f"{value:g}"
+    exponent = math.log2(value) if value > 0 else 0.5
+    if exponent == int(exponent) and abs(exponent) >= 4 and len(text) > 6:
+        return f"2{str(int(exponent)).translate(SUPERSCRIPT)} ≈ {value:.3g}"
+    return text
+
+
 def config_controls(scenario: Scenario) -> dict[str, Any]:
     """Draw one widget per Config field (in the current container); return the values."""
     values: dict[str, Any] = {}
@@ -46,7 +59,7 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
             if spec["scale"] == "log":  # the grid also holds the current value (a link may carry 3e-4)
                 options = log_grid(low, high, spec["default"], st.session_state[key])
                 values[name] = st.select_slider(label, options=options, key=key,
-                                                help=help_text, format_func=lambda v: f"{v:g}")
+                                                help=help_text, format_func=log_label)
             elif kind == "int" and high - low > SLIDER_MAX_VALUES:
                 values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, help=help_text)
             else:
