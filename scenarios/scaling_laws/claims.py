@@ -88,6 +88,9 @@ def floor_sentence(records: Records, count: str) -> Sentence | None:
         parts += [Computed("{}", e, fit_value(count, "E")),
                   Compared(e < h, "below H", "not below H", fit_value(count, "E"), lambda r: r.first(SOURCE, "entropy_rate"))]
         template += ", and the fit puts the floor E at {}, {}"
+        if e < h:  # held by the Compared claim above: no model scores below H, so the limit is the fit's artefact
+            template += (" — no model can score below H, so this E is the law's extrapolation from few, small "
+                         "models, not a loss any model reaches")
     return say(template, *parts)
 
 
