@@ -50,6 +50,7 @@ class CollectivesAndDTensor(Scenario):
     id = "collectives"
     title = "Collectives and DTensor"
     order = 90
+    counted = ()  # it measures collectives; the DDP/FSDP arms' few steps are traced, not a training to count
     topic = "Distributed"
     question = "What does an all-reduce send over the wire, and which collectives do DDP and FSDP issue per step?"
     terms = {
