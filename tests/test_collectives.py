@@ -154,3 +154,16 @@ def test_stop_while_the_ranks_start_reaps_them_all(monkeypatch) -> None:
     assert sink.heard[0] == "starting 2 rank processes", sink.heard
     assert result.status == "stopped" and result.frame.empty
     assert ranks_alive(tag) == [], "a rank outlived Stop"
+
+
+def test_the_sentence_says_why_gloos_reduce_scatter_stands_at_the_all_reduces_bytes() -> None:
+    """gloo's reduce-scatter sends what its all-reduce sends (2× its ring formula at N = 2): the
+    sentence says so only while the two measured bytes agree, and its ratio is re-read from the records."""
+    from sentence_checks import explained_and_holding
+    records = Records(tiny_result("collectives").frame)
+    explanation = explained_and_holding(SCENARIO, SCENARIO.tiny, records)
+    text = next(s.text for s in explanation.details if s.text.startswith("Sent ÷ the ring formula"))
+    from scenarios.collectives.claims import scatter_over_reduce
+    ratio = scatter_over_reduce(records)
+    assert ratio is not None and abs(ratio - 1) <= 0.01, ratio
+    assert f"sent {ratio:.3f}× what its all-reduce" in text and "whole all-reduce" in text, text

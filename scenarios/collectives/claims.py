@@ -75,7 +75,25 @@ def scatter_and_ring(records: Records) -> Sentence | None:
     if not parts:
         return None
     joined = join(*parts, sep=", ")
-    return Sentence(f"Sent ÷ the ring formula at the largest size: {joined.text}.", joined.claims)
+    text, claims = f"Sent ÷ the ring formula at the largest size: {joined.text}", joined.claims
+    alike = claim(records, scatter_over_reduce, shown=times)
+    if alike is not None and abs(alike.value - 1) <= ALIKE:  # held by the claim: the two sent the same bytes
+        text += (f"; gloo's reduce-scatter sent {alike} what its all-reduce of the same tensor sent — as many bytes "
+                 "as a whole all-reduce, so its bars stand at the all-reduce's rather than at its own formula")
+        claims = (*claims, alike)
+    return Sentence(text + ".", claims)
+
+
+ALIKE = 0.01  # reduce-scatter's bytes within 1% of the all-reduce's: "the same"
+
+
+def scatter_over_reduce(records: Records) -> float | None:
+    """At the largest size, when both ran it: the reduce-scatter's mean bytes sent per rank ÷ the all-reduce's."""
+    steps = [records.last_step(op, "size_bytes") for op in ("reduce-scatter", "all-reduce")]
+    if None in steps or records.at("reduce-scatter", "size_bytes", steps[0]) != records.at("all-reduce", "size_bytes", steps[1]):
+        return None
+    scatter, reduce = (per_rank(records, op, "sent_bytes", step) for op, step in zip(("reduce-scatter", "all-reduce"), steps))
+    return sum(scatter) / len(scatter) / (sum(reduce) / len(reduce)) if scatter and reduce and sum(reduce) else None
 
 
 def broadcast(records: Records) -> Sentence | None:
