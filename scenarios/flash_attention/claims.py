@@ -40,8 +40,9 @@ def io_sentence(records: Records, sram_kib: int) -> Sentence | None:
              claim(records, "{}", io_ratio("standard_mask_dropout", sram_kib), times),
              claim(records, "{}", io_ratio("standard", kibs[0]), times),
              claim(records, "{}", io_ratio("standard", kibs[-1]), times)]
-    return say(f"IO model, one head, forward + backward, fp16: with M = {sram_kib} KiB of SRAM the kernel takes B_c = {{}} "
-               f"keys a block ({{}} of keys); HBM traffic is {{}} for standard attention and {{}} tiled, a ratio "
+    return say(f"IO model, one head, forward + backward, fp16: with M = {sram_kib} KiB of SRAM the modelled GPU kernel "
+               f"takes B_c = {{}} keys a block ({{}} of keys; not the block size setting, which tiles the PyTorch "
+               f"implementation run here); HBM traffic is {{}} for standard attention and {{}} tiled, a ratio "
                f"standard ÷ tiled of {{}} ({{}} against the baseline that also masks and drops out); the ratio is {{}} "
                f"at M = {kibs[0]} KiB and {{}} at {kibs[-1]} KiB.", *parts)
 
