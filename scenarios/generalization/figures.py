@@ -56,8 +56,8 @@ def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
         fig.update_xaxes(title_text="arm", row=1, col=col)
         fig.update_yaxes(title_text=y_title, row=1, col=col)
     fig.update_layout(barmode="group", title="Early stopping: final against restored weights (test set)",
-                      margin=dict(l=60, r=20, t=70, b=50), legend=dict(orientation="h", yanchor="bottom", y=1.08, x=1,
-                                                                        xanchor="right"))
+                      margin=dict(l=60, r=20, t=70, b=50),  # the legend right of the bars: above them it ran into the title
+                      legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left"))
     return full_width(fig)
 
 
