@@ -40,6 +40,7 @@ FIRST_STEPS = 2           # ... of two steps: one point of a line shows nothing 
                           # spent the quick rebuilds' CPU on charts that stayed empty)
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
 STARTING_TICK_S = 0.5     # how often a page looks whether the workers are up: each look is a script
+BUTTON_PX = 110           # Run and Stop keep this width; the row wraps on a narrow window
                           # run the browser re-renders, on the cores the starting workers need
 
 
@@ -82,15 +83,17 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
                               start=starter)
     handle: RunHandle | SeedGroup | None = st.session_state.get(key)
     running = handle is not None and handle.running
-    run_col, stop_col, auto_col, note_col = st.columns([1, 1, 1.3, 4.7], vertical_alignment="center")
+    # one row that wraps: on a narrow window the note goes below the buttons, which keep their width
+    row = st.container(horizontal=True, vertical_alignment="center", gap="medium")
+    run_col = stop_col = auto_col = note_col = row
     if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
-                      width="stretch") and not asks_first(scenario, runnable, repeat, too_large):
+                      width=BUTTON_PX) and not asks_first(scenario, runnable, repeat, too_large):
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
         running = handle.running
         if running and handle.snapshot(with_frame=False).waiting:
             st.rerun()  # queued: no chart comes soon to redraw the page, so draw Run off (and Stop on) now
-    if stop_col.button("Stop", key="stop", disabled=not running, width="stretch"):
+    if stop_col.button("Stop", key="stop", disabled=not running, width=BUTTON_PX):
         handle.stop()
         handle.join(timeout=2.0)
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
