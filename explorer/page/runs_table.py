@@ -89,16 +89,16 @@ def table(rows: list[RunRow], one_scenario: bool) -> pd.DataFrame:
     names = headline_names(rows) if one_scenario else []
     records = []
     for row in rows:
-        record = {"name": row.name, "settings that differ": row.differs, "status": row.status}
+        # the short columns first: the wide ones (settings, headline) scroll off the right edge last
+        record = {"name": row.name} | ({} if one_scenario else {"scenario": row.title})
+        record.update({"status": row.status, "when": row.when, "duration (s)": round(row.duration_s, 1),
+                       "settings that differ": row.differs})
         if one_scenario:
             record.update({name: number(row.headline.get(name)) for name in names})
         else:
-            record["scenario"] = row.title
             record["headline"] = " · ".join(f"{k} {v:.4g}" for k, v in row.headline.items()
                                             if number(v) is not None)
-        record.update({"when": row.when, "duration (s)": round(row.duration_s, 1),
-                       "code": "current" if row.current_code else "older"})
-        record["run"] = row.run_id
+        record.update({"code": "current" if row.current_code else "older", "run": row.run_id})
         records.append(record)
     return pd.DataFrame(records)
 
