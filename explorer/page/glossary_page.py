@@ -45,7 +45,8 @@ def render_glossary(scenario_pages: dict[str, st.Page]) -> None:
         st.subheader(section)
         st.caption(f"{live} of {len(terms)} with a live experiment")
         for term in terms:
-            entry(term, by_term, scenario_pages)
+            with st.container(border=True):  # one frame a term: its links read as its own, not its neighbour's
+                entry(term, by_term, scenario_pages)
     methods_index(scenarios, scenario_pages, needle, only_live)
 
 
@@ -59,7 +60,7 @@ def methods_index(scenarios: list, scenario_pages: dict[str, st.Page], needle: s
     for name, meaning in METHODS:
         if (needle and needle not in name.lower() and needle not in meaning.lower()) or (only_live and not by_method[name]):
             continue
-        name_col, link_col = st.columns([3, 2], vertical_alignment="center")
+        name_col, link_col = st.container(border=True).columns([3, 2], vertical_alignment="top")
         name_col.markdown(f"**{name}** — {meaning}")
         with link_col:
             if not by_method[name]:
@@ -97,7 +98,7 @@ def focused_entry(by_term: dict[str, list], scenario_pages: dict[str, st.Page]) 
 
 def entry(term: Term, by_term: dict[str, list], scenario_pages: dict[str, st.Page]) -> None:
     """One term: its definition, and each page whose figure shows it."""
-    name_col, link_col = st.columns([3, 2], vertical_alignment="center")
+    name_col, link_col = st.columns([3, 2], vertical_alignment="top")
     name_col.markdown(f"**{term.name}** — {term.definition}")
     with link_col:
         if not by_term[term.name]:
