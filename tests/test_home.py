@@ -157,3 +157,17 @@ def test_bench_times_are_the_readmes_speed_table() -> None:
         said = run_time(scenario)
         assert (said is None) == (scenario.estimate(scenario.validate({})) is None), (scenario.id, said)
         assert said is None or said.endswith("(estimated)")
+
+
+def test_a_cards_picture_drops_point_labels_that_would_pile_up() -> None:
+    """autodiff's graph names every node: at 150 px its labels ran into each other. The card keeps
+    the markers and lines, not the text."""
+    from explorer.page.pictures import small
+    scenario = get_scenario("autodiff")
+    result = tiny_result("autodiff")
+    figures = scenario.figures(result.frame, scenario.validate(scenario.tiny))
+    labelled = [name for name in figures if any("text" in (getattr(t, "mode", None) or "") for t in figures[name].data)]
+    assert labelled, "autodiff draws a figure with point labels"
+    for name in labelled:
+        modes = [getattr(t, "mode", None) for t in small(figures[name], "autodiff", "run", name).data]
+        assert not any(m and "text" in m and m != "text" for m in modes), (name, modes)

@@ -121,7 +121,7 @@ def _picture(store_path: str, scenario_id: str, run_id: str) -> go.Figure | None
 
 
 def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Figure:
-    """A figure at card size: no title, legend, axis titles or colour bar; the run it shows in `meta`."""
+    """A figure at card size: no title, legend, axis titles, colour bar or point labels; the run it shows in `meta`."""
     thumb = go.Figure(figure)
     thumb.update_layout(height=PICTURE_PX, margin=dict(l=0, r=0, t=4, b=0), showlegend=False, title_text="",
                         annotations=[], updatemenus=[], sliders=[], font=dict(size=9),
@@ -131,4 +131,7 @@ def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Fig
     for trace in thumb.data:
         if "showscale" in trace:
             trace.showscale = False
+        mode = getattr(trace, "mode", None)
+        if isinstance(mode, str) and "text" in mode and mode != "text":  # labels at card size only pile up
+            trace.mode = "+".join(part for part in mode.split("+") if part != "text")
     return thumb
