@@ -65,7 +65,8 @@ def render_fit() -> None:
     st.markdown("One training step of your model, per rank, **measured without allocating it**: PyTorch's "
                 "memory trackers run under `FakeTensorMode` (tensors with shapes and no storage) and a fake process "
                 "group stands in for the other ranks, so FSDP shards as it would on a real mesh. Beside each "
-                "figure, the analytic model: ZeRO's model states and Korthikanti et al.'s activations.")
+                "measured number, the analytic model's (ZeRO's model states and Korthikanti et al.'s activations); "
+                "where the two differ, the table's last column says why.")
     job = settings()
     if st.sidebar.button("Measure", type="primary", key="fit:measure", width="stretch"):
         if job["model"] == "" and job["architecture"] is None:
