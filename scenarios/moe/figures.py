@@ -66,10 +66,13 @@ def dropped_figure(records: Records, colors: dict[str, str], moe_arms: list[str]
         values = [records.last(arm, f"dropped/cf_{f}") for f in FACTORS]
         if all(v is None for v in values):
             continue
-        fig.add_bar(x=[f"capacity factor {f}" for f in FACTORS], y=[100 * (v or 0) for v in values], name=arm,
+        # the factor alone under each group (the axis title names it: "capacity factor 1.25" was cut off)
+        fig.add_bar(x=[str(f) for f in FACTORS], y=[100 * (v or 0) for v in values], name=arm,
                     marker_color=colors[arm], text=[f"{100 * (v or 0):.1f}%" for v in values], textposition="outside",
-                    hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.1f}}% of assignments dropped<extra></extra>")
+                    textfont=dict(size=11),
+                    hovertemplate=f"{arm}<br>capacity factor %{{x}}<br>%{{y:.1f}}% of assignments dropped<extra></extra>")
     fig.update_layout(barmode="group")
+    fig.update_xaxes(type="category")
     return layout(fig, "Dropped at the last step: assignments past C = ⌈factor·T·k/E⌉ (T = batch)", "capacity factor",
                   "% of assignments dropped")
 

@@ -139,5 +139,7 @@ def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         reference_lines(fig, [(float(np.mean(written)), "the source's own entropy", "dash")])
     layout(fig, "Sampling temperature against the entropy of what is drawn", "temperature T",
            "entropy of the sampling distribution (nats per token)")
-    fig.update_yaxes(title_text="share of drawn tokens the source forbids", secondary_y=True, rangemode="tozero")
+    # its own round ticks (not the left axis's grid lines, synced) and a title short enough for a half-width chart
+    fig.update_yaxes(title_text="forbidden share of draws", secondary_y=True, rangemode="tozero", tickmode="auto",
+                     showgrid=False)
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
