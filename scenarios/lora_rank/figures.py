@@ -108,8 +108,11 @@ def scale_figure(records: Records, ranks: tuple[int, ...], k: int, alpha_rule: s
                     hovertemplate="r %{x}<br>s %{y:.3g}<extra>formula</extra>")
     rank_markers(fig, per_rank(records, "scale"), colors, "s (peft)")
     rank_axis(fig, ranks, k)
+    scales = {lora_scale(r, alpha_rule) for r in ranks}
+    spread = max(scales) / min(scales) if min(scales) > 0 else 1.0
+    log_y = spread > 3  # a rule that keeps s fixed (alpha = 2r) is a flat line: a log axis of one value only crowds labels
     return layout(fig, f"LoRA scale s in ΔW = s·B A vs rank ({alpha_rule})", "LoRA rank r (log scale)",
-                  "scale s (log scale)", log_y=True)
+                  "scale s (log scale)" if log_y else "scale s", log_y=log_y)
 
 
 def singular_value_figure(records: Records, targets: tuple[str, ...], k: int, colors: dict[str, str]) -> go.Figure:
