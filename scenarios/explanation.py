@@ -118,4 +118,3 @@ def _literal_stars(text: str) -> str:
     """A lone `*` of a sentence (π*, the optimum) escaped: in the bold takeaway it would end the bold
     and open italics. `**` (a sentence's own bold) is left alone."""
     return re.sub(r"(?<![*\\])\*(?!\*)", r"\\*", text)
-

@@ -58,6 +58,8 @@ def _next_generated() -> str:
             return color
 
 
+UNIFORM_BYTE_BPB = 8.0  # a byte-level model's uniform guess over the 256 bytes: log2(256) bits per byte
+UNIFORM_BYTE_LABEL = "a uniform guess over the 256 bytes: 8 bits per byte"
 NEAR_TWIN = 80  # "redmean" RGB distance below which two colours read as one on a chart
 
 

@@ -9,6 +9,7 @@ import math
 IRREGULAR = {"index": "indices", "matrix": "matrices", "batch": "batches", "micro-batch": "micro-batches",
              "axis": "axes", "is": "are", "was": "were"}
 UNITS = (("B", 1), ("KiB", 2 ** 10), ("MiB", 2 ** 20), ("GiB", 2 ** 30), ("TiB", 2 ** 40))
+MIB = dict(UNITS)["MiB"]  # the charts' unit for memory and bytes, the one the sentences use
 
 
 def noun(count: float, singular: str, plural: str | None = None) -> str:

@@ -36,8 +36,7 @@ def log_label(value: float) -> str:
     """A log slider's value as a person reads it: `0.001`, `3e-05`; a power of two that would print
     as a long decimal (0.00012207) as `2⁻¹³ ≈ 0.000122`, as the presets name it."""
     text = f"{value:g}"
-    exponent = math.log2(value) if value > 0 else 0.5
-    if exponent == int(exponent) and abs(exponent) >= 4 and len(text) > 6:
+    if value > 0 and (exponent := math.log2(value)).is_integer() and abs(exponent) >= 4 and len(text) > 6:
         return f"2{str(int(exponent)).translate(SUPERSCRIPT)} ≈ {value:.3g}"
     return text
 

@@ -40,8 +40,8 @@ FIRST_STEPS = 2           # ... of two steps: one point of a line shows nothing 
                           # spent the quick rebuilds' CPU on charts that stayed empty)
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
 STARTING_TICK_S = 0.5     # how often a page looks whether the workers are up: each look is a script
-BUTTON_PX = 110           # Run and Stop keep this width; the row wraps on a narrow window
                           # run the browser re-renders, on the cores the starting workers need
+BUTTON_PX = 110           # Run and Stop keep this width; the row wraps on a narrow window
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
@@ -85,26 +85,25 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
     running = handle is not None and handle.running
     # one row that wraps: on a narrow window the note goes below the buttons, which keep their width
     row = st.container(horizontal=True, vertical_alignment="center", gap="medium")
-    run_col = stop_col = auto_col = note_col = row
-    if run_col.button("Run", key="run", type="primary", disabled=runnable is None or running,
+    if row.button("Run", key="run", type="primary", disabled=runnable is None or running,
                       width=BUTTON_PX) and not asks_first(scenario, runnable, repeat, too_large):
         st.session_state.pop(pending_key(scenario), None)
         pending, handle = None, starter()
         running = handle.running
         if running and handle.snapshot(with_frame=False).waiting:
             st.rerun()  # queued: no chart comes soon to redraw the page, so draw Run off (and Stop on) now
-    if stop_col.button("Stop", key="stop", disabled=not running, width=BUTTON_PX):
+    if row.button("Stop", key="stop", disabled=not running, width=BUTTON_PX):
         handle.stop()
         handle.join(timeout=2.0)
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
-    auto_col.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
+    row.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
     note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, estimate,
                     pool.name == "ray")
     if note:
-        note_col.caption(note)
+        row.caption(note)
     if handle is not None and not running and machine is not None and handle.snapshot().from_store:
-        if note_col.button("Retrain instead of using the stored result", key="retrain"):
+        if row.button("Retrain instead of using the stored result", key="retrain"):
             handle = start(scenario, runnable or handle.config, repeat, fresh=True)
             running = True
 

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from scenarios.collectives.launch import OPS, STRATEGIES, TRANSITIONS, UNIVERSE
 from scenarios.plotting import arm_colors, category_color, full_width, layout
 from scenarios.records import Records
+from scenarios.words import MIB
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "scatter", "all-to-all")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")  # one per op of OPS
@@ -106,8 +107,8 @@ def bytes_figure(records: Records) -> go.Figure:
 
 
 def mib(value: float | None) -> float | None:
-    """Bytes in MiB, the unit the sentences use (scenarios/words.py)."""
-    return None if value is None else value / 2 ** 20
+    """Bytes in MiB, the unit the sentences use."""
+    return None if value is None else value / MIB
 
 
 def bytes_by_rank_figure(records: Records) -> go.Figure:

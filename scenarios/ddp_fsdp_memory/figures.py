@@ -13,8 +13,8 @@ from scenarios.ddp_fsdp_memory.summary import ALLOCATOR, CATEGORIES, arm_values
 from scenarios.ddp_fsdp_memory.timeline import timeline_figure, timeline_of
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
+from scenarios.words import MIB
 
-MIB = 2 ** 20  # the charts in MiB, the unit the sentences use (scenarios/words.py)
 CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ALLOCATOR)}
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
 STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))

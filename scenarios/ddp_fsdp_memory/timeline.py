@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from engines.distributed.launch import timeline_labels
 from scenarios.plotting import full_width, layout
+from scenarios.words import MIB
 
 SHORT = {"forward start": "F▸", "forward end": "F◂", "backward start": "B▸", "backward end": "B◂"}
 
@@ -70,7 +71,7 @@ def timeline_figure(timelines: dict[str, pd.DataFrame], categories: list[str], c
             rows = table[table["category"] == category].set_index("mark").reindex(marks["mark"])
             stacked = category not in ("allocated", "reserved")  # CUDA's totals contain the categories: lines
             fig.add_scatter(
-                x=marks["mark"], y=rows["bytes"].fillna(0.0) / 2 ** 20, name=category, legendgroup=category,
+                x=marks["mark"], y=rows["bytes"].fillna(0.0) / MIB, name=category, legendgroup=category,
                 showlegend=category not in shown, row=row, col=1, customdata=marks["label"],
                 mode="lines", stackgroup=arm if stacked else None,
                 line=dict(color=colors.get(category, "#333"), width=0.5 if stacked else 2,
@@ -93,7 +94,7 @@ def trace_figure(traces: dict[str, list[float]], colors: dict[str, str]) -> go.F
     """CUDA only: allocated bytes after each allocator event of the measured step."""
     fig = go.Figure()
     for arm, levels in traces.items():
-        fig.add_scatter(y=[v / 2 ** 20 for v in levels], name=arm, mode="lines", line=dict(color=colors[arm]),
+        fig.add_scatter(y=[v / MIB for v in levels], name=arm, mode="lines", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>event %{{x}}<br>%{{y:.2f}} MiB allocated<extra></extra>")
     return layout(fig, "CUDA allocator through the measured step (from torch.cuda.memory._snapshot)",
                   "allocator event (thinned)", "allocated (MiB)")

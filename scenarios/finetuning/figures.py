@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import add_curve, full_width, layout
+from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL, add_curve, full_width, layout
 from scenarios.records import Records
 
 PRE, DOMAIN = "pretraining · prose", "LM fine-tuning · target domain"
@@ -66,9 +66,9 @@ def stages_figure(records: Records, colors: dict[str, str], pretrain_steps: int)
                                 hovertemplate=f"{arm}<br>{text}<br>step %{{x}}<br>%{{y:.3f}} bits per byte<extra></extra>")
     if records.series(DOMAIN, "domain_bpb").size:
         fig.add_vline(x=pretrain_steps, line_dash="dot", line_color="gray", annotation_text="stage 2 starts")
-    if fig.data:  # the byte-level model's uniform guess: log2(256) bits per byte
-        fig.add_hline(y=8.0, line_dash="dash", line_color="gray", annotation_position="bottom right",
-                      annotation_text="a uniform guess over the 256 bytes: 8 bits per byte")
+    if fig.data:
+        fig.add_hline(y=UNIFORM_BYTE_BPB, line_dash="dash", line_color="gray", annotation_position="bottom right",
+                      annotation_text=UNIFORM_BYTE_LABEL)
     layout(fig, "Stages 1 and 2: held-out loss of the prose and of the target domain", "step (stage 1, then stage 2)",
            "held-out bits per byte")
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
@@ -150,7 +150,7 @@ def forgetting_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                            marker_color=[b[2] for b in bars], text=[f"{b[1]:.3g}" for b in bars], textposition="auto",
                            hovertemplate="%{y}<br>%{x:.4g} bits per byte<extra></extra>"))
     if bars:
-        fig.add_vline(x=8.0, line_dash="dash", line_color="gray", annotation_text="uniform guess: 8 bits per byte",
+        fig.add_vline(x=UNIFORM_BYTE_BPB, line_dash="dash", line_color="gray", annotation_text=f"uniform guess: {UNIFORM_BYTE_BPB:g} bits per byte",
                       annotation_position="top")
     layout(fig, "Forgetting: the prose's held-out loss after each stage", "held-out bits per byte of the prose", "model")
     return fig.update_yaxes(type="category", autorange="reversed").update_layout(margin=dict(l=260))

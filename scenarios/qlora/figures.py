@@ -2,7 +2,7 @@
 memory per parameter by category, and NF4's error against int4 absmax by block size."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import category_color, curves_figure, layout
+from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL, category_color, curves_figure, layout
 from scenarios.records import Records
 
 PRE, FULL, LORA, QLORA = "pretraining", "full fine-tune", "LoRA, fp32 base", "QLoRA, NF4 base"  # engines.sequence.qlora
@@ -124,17 +124,13 @@ def gap_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                   "Δ bits per byte (target text)")
 
 
-UNIFORM_BPB = 8.0  # the byte-level model's uniform guess over 256 bytes: log2(256) bits per byte
-UNIFORM_LABEL = "a uniform guess over the 256 bytes: 8 bits per byte"
-
-
 def loss_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     return curves_figure(records, colors, "domain_bpb", arms=ARMS, title="Held-out loss on the target text while fine-tuning",
                          x_title="fine-tuning step", y_title="bits per byte", log_y=False,
-                         chance=UNIFORM_BPB, chance_label=UNIFORM_LABEL)
+                         chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM_BYTE_LABEL)
 
 
 def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     return curves_figure(records, colors, "prose_bpb", arms=[PRE, *ARMS],
                          title="Held-out loss on the prose: pretraining, then what each fine-tune keeps",
-                         y_title="bits per byte (prose)", log_y=False, chance=UNIFORM_BPB, chance_label=UNIFORM_LABEL)
+                         y_title="bits per byte (prose)", log_y=False, chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM_BYTE_LABEL)
