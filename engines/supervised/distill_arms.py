@@ -20,12 +20,19 @@ from engines.loop.stacked import StackedMLP, arm_accuracy, arm_cross_entropy
 from engines.supervised.distill import Split
 
 
-def arm_kl(student_logits: Tensor, teacher_logits: Tensor, temperature: Tensor) -> Tensor:
+def arm_kl(student_logits: Tensor, teacher_log_targets: Tensor, temperature: Tensor) -> Tensor:
     """KL(softmax(v/T_k) ‖ softmax(z_k/T_k)) per arm, averaged over the batch (`kl_div`'s batchmean): (K,).
-    Logits (K, batch, classes) and (batch, classes); temperature (K, 1, 1)."""
-    pointwise = F.kl_div(F.log_softmax(student_logits / temperature, dim=-1),
-                         F.log_softmax(teacher_logits / temperature, dim=-1), log_target=True, reduction="none")
+    Student logits (K, batch, classes); the teacher's log-targets log_softmax(v/T_k), (K, batch, classes),
+    made once by `teacher_log_targets` (they never change); temperature (K, 1, 1)."""
+    pointwise = F.kl_div(F.log_softmax(student_logits / temperature, dim=-1), teacher_log_targets,
+                         log_target=True, reduction="none")
     return pointwise.sum((1, 2)) / student_logits.shape[1]
+
+
+def teacher_log_targets(teacher_logits: Tensor, temperature: Tensor) -> Tensor:
+    """log_softmax(v/T_k) per arm, (K, batch, classes), from the teacher's logits (batch, classes): the soft
+    targets' log-probabilities, the same values `distill.soft_loss` makes at every step, made once."""
+    return F.log_softmax(teacher_logits / temperature, dim=-1)
 
 
 def train_students(names: Sequence[str], students: Sequence[nn.Module], transfer: Split, test: Split,
@@ -40,9 +47,10 @@ def train_students(names: Sequence[str], students: Sequence[nn.Module], transfer
     soft_weight = torch.tensor([alpha if soft else 0.0 for soft in soft_arms])
     hard_weight = torch.tensor([1 - alpha if soft else 1.0 for soft in soft_arms])
     has_soft = torch.tensor(soft_arms)
+    targets = teacher_log_targets(transfer.teacher_logits, temperature)
 
     def soft_of(logits: Tensor) -> Tensor:
-        kl = arm_kl(logits, transfer.teacher_logits, temperature)
+        kl = arm_kl(logits, targets, temperature)
         return kl * t2 if t_squared else kl
 
     def only_soft(values: Tensor) -> list[float | None]:
