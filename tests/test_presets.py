@@ -47,6 +47,16 @@ def test_every_preset_is_a_complete_valid_config(scenario) -> None:
             k: v for k, v in defaults.items() if k not in values}
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
+def test_no_two_presets_are_the_same_config(scenario) -> None:
+    """Two buttons that set one config would both show the check mark: one of them says nothing new."""
+    seen: dict[str, str] = {}
+    for name, values in scenario.presets.items():
+        config = repr(sorted(scenario.validate(values).model_dump().items()))
+        assert config not in seen, f"{scenario.id}: presets {seen[config]!r} and {name!r} set the same config"
+        seen[config] = name
+
+
 def scenario_page(scenario_id: str) -> None:
     from explorer.page.scenario_page import render_scenario
     from scenarios import get_scenario

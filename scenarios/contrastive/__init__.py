@@ -95,8 +95,7 @@ class Contrastive(Scenario):
     tiny = {"temperatures": "0.1", "steps": 12, "batch": 32}
     presets = {
         "the failure: a 2-d embedding": {"embedding_dim": 2},
-        "the fix: 16 dimensions": {"embedding_dim": 16},
-        "Chen et al. 2020: τ ∈ {0.05, 0.1, 0.5, 1}": {"temperatures": "0.05,0.1,0.5,1"},
+        "the fix: 16 dimensions, Chen et al. 2020's τ sweep": {"embedding_dim": 16, "temperatures": "0.05,0.1,0.5,1"},
         "the extremes: τ = 0.02 and 1": {"temperatures": "0.02,1"},
         "fewer negatives (N = 16)": {"batch": 16},
         "more negatives (N = 512)": {"batch": 512},

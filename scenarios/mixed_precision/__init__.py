@@ -88,8 +88,7 @@ class MixedPrecision(Scenario):
     Config = Config
     tiny = {"steps": 20}
     presets = {
-        "the failure: fp16 without loss scaling": {"loss_weight": 1e-5, "lr": 1e-4},
-        "the fix: GradScaler and a master copy": {"loss_weight": 1e-5, "lr": 1e-4, "pure_dtype": "bf16"},
+        "the failure and the fix: fp16 without and with GradScaler": {"loss_weight": 1e-5, "lr": 1e-4},
         "pure fp16 weights at a late-training lr (1e-5)": {"lr": 1e-5, "pure_dtype": "fp16", "steps": 1000},
         "gradients fp16 can hold (loss_weight 1)": {"loss_weight": 1.0},
         "Micikevicius et al. 2018 (GradScaler's defaults)": {"growth_interval": 2000, "pure_dtype": "fp16"},
