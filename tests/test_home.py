@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.page.bench_times import DEFAULT_RUN_S, run_time, seconds_label
-from explorer.page.pictures import PictureRuns, key_figure, picture_source
+from explorer.page.pictures import PICTURE_NAME, PictureRuns, key_figure, picture_source
 from explorer.page.topics import TOPICS, by_topic, first_scenario
 from explorer.runs.pool import WorkerPool
 from explorer.runs.serving import save_result
@@ -127,6 +127,8 @@ def test_picture_runs_go_one_at_a_time_through_the_pool_and_are_stored() -> None
         assert runs.run_of(second) is not None and runs.run_of(second).join(120)
         runs.advance([first, second], store, pool)
         assert store.count() == 2, "each scenario is tried once per server"
+        names = [store.get(runs.run_of(s).snapshot().run_id).name for s in (first, second)]
+        assert names == [PICTURE_NAME] * 2, f"picture runs are named so Runs says why they are there: {names}"
     finally:
         pool.shutdown()
 

@@ -25,6 +25,7 @@ from scenarios.base import Scenario
 
 PICTURE_PX = 150   # a card's picture height
 AT_ONCE = 1        # picture runs training at once, server-wide
+PICTURE_NAME = "home picture"  # the name a picture run gets in the store, so Runs says why it is there
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,13 @@ class PictureRuns:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], RunHandle] = {}  # (scenario id, code version) -> its picture run
+        self._named: set[str] = set()  # run ids already named PICTURE_NAME
 
     def advance(self, missing: list[Scenario], store: RunStore, pool) -> None:
-        """Start the next picture run (in the order given) when fewer than `AT_ONCE` are training."""
+        """Name the picture runs stored since the last call, then start the next one (in the order
+        given) when fewer than `AT_ONCE` are training."""
         with self._lock:
+            self._name_stored(store)
             if sum(handle.running for handle in self._runs.values()) >= AT_ONCE:
                 return
             for scenario in missing:
@@ -71,6 +75,18 @@ class PictureRuns:
                     tiny = scenario.validate(scenario.tiny)
                     self._runs[key] = RunHandle.start(scenario, tiny, store, pool=pool)
                     return
+
+    def _name_stored(self, store: RunStore) -> None:
+        """A stored picture run is named PICTURE_NAME (unless someone named it already): in Runs it
+        would otherwise be a tiny run nobody remembers starting."""
+        for handle in self._runs.values():
+            run_id = None if handle.running else handle.snapshot(with_frame=False).run_id
+            if run_id is None or run_id in self._named:
+                continue
+            stored = store.get(run_id)
+            if stored is not None and not stored.name:
+                store.rename(run_id, PICTURE_NAME)
+            self._named.add(run_id)
 
     def run_of(self, scenario: Scenario) -> RunHandle | None:
         with self._lock:
