@@ -36,6 +36,21 @@ def test_the_status_line_counts_only_training_steps() -> None:
     assert steps_per_arm(general.run(general.tiny).frame, general.counted) == f"{config.steps} steps"
 
 
+def test_a_running_line_gives_the_step_of_the_arm_training_now() -> None:
+    """rlvr-grpo's warm start trains 30 steps, then each GRPO arm counts its own updates: while the
+    second arm is at update 4 the line says step 4, not the warm start's 30."""
+    from explorer.runs.handle import RunHandle
+    from explorer.view.status_words import status_line
+    from scenarios import get_scenario
+    scenario = get_scenario("rlvr-grpo")
+    handle = RunHandle(scenario, scenario.validate({}))
+    handle.receive({"kind": "rows", "rows": [("warm start", s, "loss", 1.0) for s in range(30)]})
+    handle.receive({"kind": "rows", "rows": [("GRPO", s, "loss", 1.0) for s in range(4)]})
+    line = status_line(handle.snapshot(with_frame=False), handle)
+    assert "(step 4," in line, line
+    assert handle.snapshot(with_frame=False).steps == 30, "the furthest step stays what a first plot waits on"
+
+
 def test_a_log_sliders_power_of_two_reads_as_one() -> None:
     """reinforce's step sizes are powers of two: 2⁻¹³ ≈ 0.000122, not 0.00012207; decimals stay as written."""
     from explorer.page.controls import log_label

@@ -38,6 +38,7 @@ class Snapshot:
     created_at: float | None = None
     waiting: str | None = None   # what a running run waits for ("queued (1 ahead)", "starting 3 rank processes")
     steps: int = 0               # the last step recorded, plus one
+    step_now: int | None = None  # the newest rows' last step, plus one: where the arm training now is
 
     @property
     def running(self) -> bool:
@@ -64,6 +65,7 @@ class RunHandle:
         self._first_record = threading.Event()
         self._frame_cache: tuple[int, pd.DataFrame] = (0, EMPTY)
         self._steps = 0
+        self._step_now: int | None = None
         self._progress = 0.0
         self._status = "running"
         self._note: str | None = None
@@ -165,7 +167,8 @@ class RunHandle:
             self._started = self._started or time.perf_counter()
             if kind == "rows":
                 self._rows.extend(tuple(row) for row in message["rows"])
-                self._steps = max(self._steps, 1 + max(row[1] for row in message["rows"]))
+                self._step_now = 1 + max(row[1] for row in message["rows"])
+                self._steps = max(self._steps, self._step_now)
                 self._note = None
                 self._first_record.set()
             elif kind == "event":
@@ -239,4 +242,4 @@ class RunHandle:
         with self._lock:
             return Snapshot(frame, self._status, self._progress, list(self._events), self._error,
                             self._elapsed(), self._run_id, self._from_store, self._created_at,
-                            waiting or self._note, self._steps)
+                            waiting or self._note, self._steps, self._step_now)
