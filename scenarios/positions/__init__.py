@@ -149,9 +149,10 @@ class Positions(Scenario):
             "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss", log_y=False,
                                           y_title="cross-entropy per target (nats)", chance=math.log(VOCAB),
                                           chance_label=f"uniform guess ln {VOCAB}"),
-            "eval_accuracy": lambda: curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False,
-                                                   title=f"Held-out accuracy at the trained length {config.train_length}",
-                                                   y_title="share of targets right", **chance),
+            "eval_accuracy": lambda: look.in_percent(curves_figure(
+                records, colors, "eval_accuracy", arms=arms, log_y=False,
+                title=f"Held-out accuracy at the trained length {config.train_length}",
+                y_title="held-out accuracy", **chance)),
             "attention_maps": lambda: look.maps_figure(records, arms, config.map_head),
             "rope_rotation": lambda: look.rope_figure(records, colors),
             "permutation": lambda: look.permutation_figure(records, colors, arms),

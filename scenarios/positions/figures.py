@@ -140,3 +140,12 @@ def rope_sentence(records: Records, dim: int) -> Sentence | None:
         return None
     return say(f"RoPE on random q, k (float64, d = {dim}): ⟨R_m q, R_n k⟩ differs from ⟨R_(m−n) q, k⟩ by at most {{}}; "
                "rotation changes a norm by at most {}.", error, norm)
+
+
+def in_percent(fig: go.Figure) -> go.Figure:
+    """A share (0–1) drawn as the percentages the sentences and the length plot give: ticks and hover in %."""
+    fig.update_yaxes(tickformat=".0%")
+    for trace in fig.data:
+        if trace.hovertemplate:
+            trace.hovertemplate = trace.hovertemplate.replace("%{y:.4g}", "%{y:.1%}")
+    return fig
