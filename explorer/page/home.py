@@ -19,6 +19,11 @@ from scenarios.base import Scenario
 PER_ROW = 3
 CARD_PX = 440      # every card this tall, so a row's cards line up
 WAIT_TICK_S = 1.0  # how often the home looks for newly stored pictures
+# A card's title wraps instead of ending in "…" (a page link is one line by default): the longest
+# titles ("Pretraining, then fine-tuning: ULMFiT, SFT and instruction tuning") lost their ends.
+WRAPPED_TITLES = ("<style>[class*='st-key-card-'] [data-testid='stPageLink-NavLink'] span, "
+                  "[class*='st-key-card-'] [data-testid='stPageLink-NavLink'] p "
+                  "{white-space: normal; overflow: visible; text-overflow: clip;}</style>")
 
 
 def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -> None:
@@ -27,6 +32,7 @@ def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -
     runs = picture_runs(str(store.path))
     sources = {s.id: picture_source(store, s) for s in scenarios}
 
+    st.html(WRAPPED_TITLES)
     st.title("Training Dynamics Explorer")
     st.markdown("Pick a question, move a setting, and watch real PyTorch training answer it as it runs: "
                 "loss curves, per-layer gradients and more, measured from the run, never drawn from a formula.")
