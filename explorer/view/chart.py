@@ -81,7 +81,7 @@ function wrapTitle(layout, element) {
   // hung from the top of the chart, so its second line grows down into the added margin, never into
   // the subplot titles just above the plots
   layout.title = Object.assign({}, title, {text: text.slice(0, cut) + "<br>" + text.slice(cut + 1),
-                                           yref: "container", y: 1, yanchor: "top", pad: {t: 8}});
+                                           yref: "container", y: 1, yanchor: "top", pad: {t: 8 + Math.round(size / 2)}});
   layout.margin = Object.assign({}, layout.margin, {t: ((layout.margin && layout.margin.t) || 100) + size + 4});
   return layout;
 }

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import layout
+from scenarios.plotting import full_width, layout
 from scenarios.records import Records
 
 BORN_PREFIX = "born_dead/width_"
@@ -27,7 +27,7 @@ def dead_heatmaps_figure(records: Records, arms: list[str]) -> go.Figure:
         fig.update_yaxes(title_text=y_title, dtick=1, row=row, col=1)
     fig.update_layout(title="Dead units per layer and step, on the 256 inputs", height=520,
                       margin=dict(l=70, r=20, t=80, b=50))
-    return fig
+    return full_width(fig)  # one panel per arm and row: in half a narrow page their titles ran together
 
 
 def total_grad_norm(records: Records, arm: str) -> pd.Series:

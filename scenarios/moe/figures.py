@@ -71,7 +71,10 @@ def dropped_figure(records: Records, colors: dict[str, str], moe_arms: list[str]
                     marker_color=colors[arm], text=[f"{100 * (v or 0):.1f}%" for v in values], textposition="outside",
                     textfont=dict(size=11),
                     hovertemplate=f"{arm}<br>capacity factor %{{x}}<br>%{{y:.1f}}% of assignments dropped<extra></extra>")
-    fig.update_layout(barmode="group")
+    # the legend below and the labels at 10 px at least: beside a legend the nine bars were too narrow to
+    # hold their labels, which plotly then shrank to ~6 px
+    fig.update_layout(barmode="group", uniformtext=dict(minsize=10, mode="show"),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     fig.update_xaxes(type="category")
     return layout(fig, "Dropped at the last step: assignments past C = ⌈factor·T·k/E⌉ (T = batch)", "capacity factor",
                   "% of assignments dropped")
