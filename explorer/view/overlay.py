@@ -61,7 +61,7 @@ def merge_traces(figure: go.Figure, own: go.Figure, tag_label: str, run_id: str,
             continue  # the current figure has no such subplot
         name = str(trace.name) if trace.name is not None else ""
         clone = type(trace)(trace)
-        clone.name = name + tag if name else tag_label
+        clone.name = name + tag if name else f"[{tag_label}]"
         clone.legendgroup = group
         clone.legendgrouptitle = None if copied else dict(text=f"[{tag_label}] · run {run_id}")
         arm = arm_of(name, arms)

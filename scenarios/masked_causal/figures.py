@@ -16,10 +16,15 @@ RELATION_NAMES = {"country_capital": "country → capital", "country_people": "c
 
 
 def reference_lines(fig: go.Figure, lines: list[tuple[float | None, str, str]]) -> None:
+    """Gray lines across the curves' steps, named in the legend (a label on the line sat on the curves
+    that approach it, which is where they end)."""
+    steps = [x for trace in fig.data for x in (trace.x if trace.x is not None else ())]
+    span = [min(steps), max(steps)] if steps else [0, 1]
     for value, label, dash in lines:
         if value is not None:
-            fig.add_hline(y=value, line_dash=dash, line_color="gray", annotation_text=f"{label} {value:.3g}",
-                          annotation_position="top right")
+            fig.add_scatter(x=span, y=[value, value], mode="lines", name=f"{label} {value:.3g}",
+                            line=dict(color="gray", dash=dash, width=1.5),
+                            hovertemplate=f"{label}<br>{value:.4g}<extra></extra>")
 
 
 def below(fig: go.Figure) -> go.Figure:
