@@ -64,7 +64,7 @@ def run_table(rows: list[RunRow], one_scenario: bool) -> list[RunRow]:
                              "settings that differ": st.column_config.TextColumn(width="medium"),
                              "headline": st.column_config.TextColumn(width="large",
                                                                      help="the scenario's headline numbers"),
-                             "name": st.column_config.TextColumn(help="give a run a name below the table")})
+                             "name": st.column_config.TextColumn(width=110, help="give a run a name below the table")})
     picked = [rows[i] for i in event.selection.rows if i < len(rows)]
     if not one_scenario and len({r.scenario_id for r in picked}) == 1 and picked:
         st.caption("Pick one scenario above to see its headline numbers as columns.")
