@@ -19,7 +19,9 @@ def reference_lines(fig: go.Figure, lines: list[tuple[float | None, str, str]]) 
     """Gray lines across the curves' steps, named in the legend (a label on the line sat on the curves
     that approach it, which is where they end)."""
     steps = [x for trace in fig.data for x in (trace.x if trace.x is not None else ())]
-    span = [min(steps), max(steps)] if steps else [0, 1]
+    if not steps:  # nothing measured yet: a reference line alone would count as a drawn chart in the live view
+        return
+    span = [min(steps), max(steps)]
     for value, label, dash in lines:
         if value is not None:
             fig.add_scatter(x=span, y=[value, value], mode="lines", name=f"{label} {value:.3g}",
