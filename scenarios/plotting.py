@@ -208,9 +208,12 @@ def spans_decades(values: Iterable[float], decades: float = 2.0) -> bool:
 # --- the figures most scenarios draw -------------------------------------------------------
 def curves_figure(records: Records, colors: dict[str, str], metric: str, *, title: str, y_title: str,
                   arms: Sequence[str] | None = None, x_title: str = "step", chance: float | None = None,
-                  chance_label: str = "chance", log_y: bool | None = None, unit: str = "") -> go.Figure:
+                  chance_label: str = "chance", log_y: bool | None = None, unit: str = "",
+                  chance_in_legend: bool = False) -> go.Figure:
     """One line per arm of `metric` against step, each arm's divergence marked, an optional
-    chance line; a log axis when the values span more than two decades (or as `log_y` says)."""
+    chance line; a log axis when the values span more than two decades (or as `log_y` says).
+    `chance_in_legend`: the chance line is named in the legend instead of labelled on the line (where
+    an arm that stays at chance would run through its label); drawn once an arm has points."""
     fig = go.Figure()
     arms = list(arms) if arms is not None else records.arms_with(metric)
     shown: list[float] = []
@@ -226,7 +229,11 @@ def curves_figure(records: Records, colors: dict[str, str], metric: str, *, titl
         if step is not None:
             fig.add_vline(x=step, line_dash="dot", line_color=colors.get(arm),
                           annotation_text=f"{arm} diverged at step {step}")
-    if chance is not None:
+    steps = [x for trace in fig.data for x in trace.x]
+    if chance is not None and chance_in_legend and steps:
+        fig.add_scatter(x=[min(steps), max(steps)], y=[chance, chance], mode="lines", name=chance_label,
+                        line=dict(color="gray", dash="dash", width=1.5), hovertemplate=f"{chance_label}<extra></extra>")
+    elif chance is not None and not chance_in_legend:
         fig.add_hline(y=chance, line_dash="dash", line_color="gray", annotation_text=chance_label,
                       annotation_position="bottom right")
     log = spans_decades(shown) if log_y is None else log_y

@@ -152,7 +152,7 @@ class Positions(Scenario):
             "eval_accuracy": lambda: look.in_percent(curves_figure(
                 records, colors, "eval_accuracy", arms=arms, log_y=False,
                 title=f"Held-out accuracy at the trained length {config.train_length}",
-                y_title="held-out accuracy", **chance)),
+                y_title="held-out accuracy", chance_in_legend=True, **chance)),
             "attention_maps": lambda: look.maps_figure(records, arms, config.map_head),
             "rope_rotation": lambda: look.rope_figure(records, colors),
             "permutation": lambda: look.permutation_figure(records, colors, arms),
