@@ -83,3 +83,18 @@ def test_hovering_a_line_names_its_trace_and_values(scenario) -> None:
                 template = trace.hovertemplate or ""  # a value: a placeholder, or a constant written in
                 assert "%{" in template or any(c.isdigit() for c in template), \
                     f"{scenario.id}/{name}/{trace.name}: hover shows no value"
+
+
+def test_a_reference_line_label_on_a_log_axis_sits_on_its_line() -> None:
+    """plotly.py leaves add_hline's label at the line's value, which plotly.js reads on a log axis as
+    log10 of the position: quantization's "float 0.149" stood at 1.4. A label placed by hand stays."""
+    import math
+    figure = go.Figure(go.Scatter(x=[0, 1], y=[0.01, 10]))
+    figure.update_yaxes(type="log")
+    figure.add_hline(y=0.149, annotation_text="float 0.149")
+    figure.add_vline(x=0.5, annotation_text="on a linear x: left as it is")
+    figure.add_annotation(x=0.2, y=-1, text="placed in log10 units by hand")
+    polish(polish(figure))  # twice: the page may finish a figure again
+    labels = {note.text: (note.x, note.y) for note in figure.layout.annotations}
+    assert labels["float 0.149"][1] == pytest.approx(math.log10(0.149)), labels
+    assert labels["on a linear x: left as it is"][0] == 0.5 and labels["placed in log10 units by hand"][1] == -1, labels

@@ -9,6 +9,7 @@ or dark), so no template is set here. What is added, only where the scenario lef
 - room: a legend too long to stand beside the plot without scrolling moves below it too;
 - log ticks: every log axis (overlays included) is labelled by `log_ticks` (decades, or
   1-2-5 written in full: never a bare "5" that means 0.5);
+- a reference line's label on a log axis sits on its line (plotly.py leaves it at log10's worth);
 - integer axes (steps, layers, bits) over a short range get a tick at every integer, never at 0.5;
 - subplot titles wider than their column wrap onto a second line in a smaller font.
 The main title and the margins that tick labels need are fitted in the browser, at the chart's
@@ -39,9 +40,30 @@ def polish(figure: go.Figure) -> go.Figure:
     _fit_legend(figure)
     axes = _axes(figure)  # once: listing them copies the layout
     _log_ticks(figure, axes)
+    _line_labels_on_log_axes(figure, axes)
     _integer_ticks(figure, axes)
     _wrap_subplot_titles(figure, axes)
     return figure
+
+
+def _line_labels_on_log_axes(figure: go.Figure, axes: list[str]) -> None:
+    """The label of an `add_hline` / `add_vline` on a log axis, put on its line. plotly.py gives the
+    label the line's value, but plotly.js reads an annotation's position on a log axis as log10 of it
+    (a shape's as the value): "float 0.149" stood at 1.4. A label is recognised by its line: a shape
+    on the same axis whose two ends sit at the label's value (a label placed by hand in log10 units
+    matches none)."""
+    logs = {key[0] + key[5:] for key in axes if figure.layout[key].type == "log"}  # "yaxis2" -> "y2"
+    if not logs or not figure.layout.annotations:
+        return
+    lines = {(letter, getattr(shape, letter + "ref", None) or letter, getattr(shape, letter + "0"))
+             for shape in figure.layout.shapes for letter in "xy"
+             if shape.type == "line" and getattr(shape, letter + "0") == getattr(shape, letter + "1")}
+    for note in figure.layout.annotations:
+        for letter in "xy":
+            ref, value = getattr(note, letter + "ref", None) or letter, getattr(note, letter)
+            if (ref in logs and isinstance(value, numbers.Real) and value > 0
+                    and (letter, ref, value) in lines):
+                setattr(note, letter, math.log10(value))
 
 
 def _hover(figure: go.Figure) -> None:
