@@ -167,3 +167,18 @@ def test_the_sentence_says_why_gloos_reduce_scatter_stands_at_the_all_reduces_by
     ratio = scatter_over_reduce(records)
     assert ratio is not None and abs(ratio - 1) <= 0.01, ratio
     assert f"sent {ratio:.3f}× what its all-reduce" in text and "whole all-reduce" in text, text
+
+
+def test_a_fit_whose_free_latency_is_negative_holds_it_at_zero(monkeypatch) -> None:
+    """Timings where the small sizes are noise gave the free fit α = −1.04 ms on a loaded machine;
+    under α ≥ 0 the least squares is the line through the origin, and the legend says α was held."""
+    import numpy as np
+
+    from scenarios.collectives import figures as look
+    sizes, times = np.array([1e3, 1e5, 2e5, 3e5]), np.array([1e-4, 1e-4, 2.5e-3, 4.5e-3])
+    assert np.polyfit(sizes, times, 1)[1] < 0, "the free fit's intercept is negative here"
+    monkeypatch.setattr(look, "seconds", lambda records, op: (sizes, times))
+    alpha, bandwidth = look.fit(None, "all-reduce")
+    assert alpha == 0.0 and bandwidth == pytest.approx(np.dot(sizes, sizes) / np.dot(sizes, times), rel=1e-12), \
+        (alpha, bandwidth)
+    assert look.fit_label((alpha, bandwidth)).startswith("α held at 0"), look.fit_label((alpha, bandwidth))

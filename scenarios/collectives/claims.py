@@ -113,15 +113,20 @@ def broadcast(records: Records) -> Sentence | None:
 
 
 def fitted(records: Records) -> Sentence | None:
-    parts = []
+    parts, held = [], []
     for op in ("all-reduce", "all-gather", "broadcast"):
         found = fit(records, op)
-        if found is None or found[0] <= 0:  # a negative intercept is no latency: noise on a loaded machine
+        if found is not None and found[0] == 0:  # the free fit's intercept was negative: noise, no latency
+            held.append(op)
+        if found is None or found[0] <= 0:
             continue
         alpha = claim(records, lambda r, op=op: (f := fit(r, op)) and f[0], shown=lambda v: f"{v * 1e3:.2f} ms")
         bandwidth = claim(records, lambda r, op=op: (f := fit(r, op)) and f[1], shown=lambda v: f"{v / 1e9:.2f} GB/s")
         if alpha is not None and bandwidth is not None:
             parts.append(say(f"{op} α {{}}, B {{}}", alpha, bandwidth))
+    if held:  # said, not left out: the chart's legend gives these fits too
+        parts.append(say(f"{' and '.join(held)}: α held at 0 (the free fit's latency came out negative: "
+                         "the small sizes' timings are noise on this machine)"))
     if not parts:
         return None
     joined = join(*parts)

@@ -55,13 +55,23 @@ def seconds(records: Records, op: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit(records: Records, op: str) -> tuple[float, float] | None:
-    """Least-squares t = α + S/B over the sizes: (α seconds, B bytes per second); None below two sizes
-    or when the slope is not positive."""
+    """Least-squares t = α + S/B over the sizes, with α ≥ 0: (α seconds, B bytes per second); None below
+    two sizes or when the slope is not positive. Where the free fit's α comes out negative (small sizes'
+    timings are noise on a loaded machine), the least squares under α ≥ 0 is the line through the
+    origin: α is exactly 0, never a negative latency."""
     sizes, times = seconds(records, op)
     if len(sizes) < 2:
         return None
     slope, alpha = np.polyfit(sizes, times, 1)
+    if alpha < 0:
+        slope, alpha = float(np.dot(sizes, times) / np.dot(sizes, sizes)), 0.0
     return (float(alpha), float(1 / slope)) if slope > 0 else None
+
+
+def fit_label(fitted: tuple[float, float]) -> str:
+    alpha, bandwidth = fitted
+    latency = f"α {alpha * 1e3:.2f} ms" if alpha > 0 else "α held at 0 (fitted below it)"
+    return f"{latency}, B {bandwidth / 1e9:.2f} GB/s"
 
 
 def max_error(records: Records) -> tuple[float, int] | None:
@@ -142,7 +152,7 @@ def time_figure(records: Records) -> go.Figure:
     for op in present:
         sizes, times = seconds(records, op)
         fitted = fit(records, op)
-        label = op + (f": α {fitted[0] * 1e3:.2f} ms, B {fitted[1] / 1e9:.2f} GB/s" if fitted else "")
+        label = op + (f": {fit_label(fitted)}" if fitted else "")
         fig.add_scatter(x=sizes, y=times, mode="markers", name=label, marker=dict(color=colors[op], size=8),
                         legendgroup=op, hovertemplate=f"{op}<br>S %{{x:.3s}}B<br>%{{y:.3s}}s per call<extra></extra>")
         if fitted:
