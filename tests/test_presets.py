@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from scenarios import all_scenarios, get_scenario
+from scenarios.base import ConfigError
 
 SCENARIOS = [s for s in all_scenarios() if s.presets]
 
@@ -19,7 +20,10 @@ SCENARIOS = [s for s in all_scenarios() if s.presets]
 def tiny_presets(scenario) -> dict[str, dict]:
     merged: dict[str, dict] = {}
     for name, values in scenario.presets.items():
-        config = scenario.validate({**scenario.tiny, **values}).model_dump()
+        try:
+            config = scenario.validate({**scenario.tiny, **values}).model_dump()
+        except ConfigError:  # tiny's smaller data cannot hold this preset (tokenization's 4096 tokens): as it is
+            config = scenario.validate(values).model_dump()
         if config not in merged.values():
             merged[name] = config
     return merged
