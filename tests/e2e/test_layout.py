@@ -61,7 +61,8 @@ def test_home_cards_line_up_and_a_term_opens_its_glossary_entry(laptop, app_url)
     heights = {round(cards.nth(i).bounding_box()["height"]) for i in range(cards.count())}
     assert cards.count() >= 19 and len(heights) == 1, f"card heights {heights}"
     first = laptop.locator(".st-key-card-autodiff")
-    first.locator(".js-plotly-plot").wait_for(timeout=PICTURE_WAIT_MS)  # a stored run, or its tiny run trained now
+    # a stored run, or its tiny run trained now (.first: while the fragment redraws the card, two may stand a moment)
+    first.locator(".js-plotly-plot").first.wait_for(timeout=PICTURE_WAIT_MS)
     assert re.search(r"picture: run\s*[0-9a-f]{12}\s*, (tiny|default) settings", first.inner_text())
 
     first.get_by_role("link", name="Backpropagation", exact=True).click()
