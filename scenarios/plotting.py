@@ -229,15 +229,23 @@ def curves_figure(records: Records, colors: dict[str, str], metric: str, *, titl
         if step is not None:
             fig.add_vline(x=step, line_dash="dot", line_color=colors.get(arm),
                           annotation_text=f"{arm} diverged at step {step}")
-    steps = [x for trace in fig.data for x in trace.x]
-    if chance is not None and chance_in_legend and steps:
-        fig.add_scatter(x=[min(steps), max(steps)], y=[chance, chance], mode="lines", name=chance_label,
-                        line=dict(color="gray", dash="dash", width=1.5), hovertemplate=f"{chance_label}<extra></extra>")
-    elif chance is not None and not chance_in_legend:
+    if chance is not None and chance_in_legend:
+        legend_line(fig, chance, chance_label)
+    elif chance is not None:
         fig.add_hline(y=chance, line_dash="dash", line_color="gray", annotation_text=chance_label,
                       annotation_position="bottom right")
     log = spans_decades(shown) if log_y is None else log_y
     return layout(fig, title, x_title, y_title + (" (log scale)" if log else ""), log_y=log)
+
+
+def legend_line(fig: go.Figure, value: float, name: str, dash: str = "dash", hover: str | None = None) -> None:
+    """A gray reference line at y = `value` across the x range of the traces drawn so far, named in the
+    legend rather than labelled on the line (where a curve that approaches it would run through the label).
+    Nothing while no trace has points: alone, it would count as a drawn chart in the live view."""
+    xs = [x for trace in fig.data for x in (trace.x if trace.x is not None else ())]
+    if xs:
+        fig.add_scatter(x=[min(xs), max(xs)], y=[value, value], mode="lines", name=name,
+                        line=dict(color="gray", dash=dash, width=1.5), hovertemplate=f"{hover or name}<extra></extra>")
 
 
 def add_curve(fig: go.Figure, records: Records, arm: str, metric: str, name: str, color: str, *,

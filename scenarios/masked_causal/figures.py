@@ -4,7 +4,7 @@ on their principal plane, and the nearest neighbours."""
 import plotly.graph_objects as go
 
 from engines.sequence.relational import COUNTRIES, vocabulary
-from scenarios.plotting import add_curve, layout
+from scenarios.plotting import add_curve, layout, legend_line
 from scenarios.recorded import snapshot
 from scenarios.records import Records
 
@@ -16,17 +16,10 @@ RELATION_NAMES = {"country_capital": "country → capital", "country_people": "c
 
 
 def reference_lines(fig: go.Figure, lines: list[tuple[float | None, str, str]]) -> None:
-    """Gray lines across the curves' steps, named in the legend (a label on the line sat on the curves
-    that approach it, which is where they end)."""
-    steps = [x for trace in fig.data for x in (trace.x if trace.x is not None else ())]
-    if not steps:  # nothing measured yet: a reference line alone would count as a drawn chart in the live view
-        return
-    span = [min(steps), max(steps)]
+    """Gray lines named in the legend (a label on the line sat on the curves that end on it)."""
     for value, label, dash in lines:
         if value is not None:
-            fig.add_scatter(x=span, y=[value, value], mode="lines", name=f"{label} {value:.3g}",
-                            line=dict(color="gray", dash=dash, width=1.5),
-                            hovertemplate=f"{label}<br>{value:.4g}<extra></extra>")
+            legend_line(fig, value, f"{label} {value:.3g}", dash, hover=f"{label}<br>{value:.4g}")
 
 
 def below(fig: go.Figure) -> go.Figure:
