@@ -219,3 +219,24 @@ def test_a_vanished_gradient_below_float32s_reach_is_summed_in_float64() -> None
     watch.close()
     assert in_float32 == 0.0 < expected, f"float32 norm {in_float32}, float64 {expected:.3e}"
     assert records[0]["grad_norm/layer_01"] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_float64_or_bfloat16_model_is_watched_with_its_norms_as_the_tensors_say(dtype) -> None:
+    """A float64 model once stopped the person's training (a float32 norm may not narrow float64
+    weights); now each dtype trains on, watched: gradient norms and update ratios as computed by hand
+    in float64."""
+    model, records = mlp().to(dtype), Recorded()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = ModuleWatch(model, optimizer, 1, records)
+    x, y = next(batches(1))
+    nn.functional.cross_entropy(model(x.to(dtype)).float(), y).backward()
+    grad = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in model[0].parameters()))
+    before = torch.cat([p.detach().double().flatten() for p in model[0].parameters()])
+    optimizer.step()
+    after = torch.cat([p.detach().double().flatten() for p in model[0].parameters()])
+    watch.close()
+    tolerance = 1e-9 if dtype == torch.float64 else 1e-5
+    assert records[0]["grad_norm/layer_01"] == pytest.approx(grad, rel=tolerance), (dtype, records[0])
+    ratio = float((after - before).norm() / before.norm())
+    assert records[0]["update_ratio/layer_01"] == pytest.approx(ratio, rel=1e-4), (dtype, ratio, records[0])

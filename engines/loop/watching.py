@@ -11,7 +11,7 @@ every module that owns trainable parameters (engines/loop/model_parts.py), throu
 - the optimizer's step pre-hook reads every weight gradient as the step will use it: after
   gradient accumulation, after DDP's all-reduce, after `GradScaler.unscale_` (gradients still
   scaled — a fused optimizer unscales inside its step — have their norms divided by the scale):
-  one fused `torch._foreach_norm` in float32 (a norm that comes out ≤ `TINY`, where squares may
+  one fused `torch._foreach_norm` in float32 (float64 where a weight is float64; a norm that comes out ≤ `TINY`, where squares may
   have underflowed, is summed again in float64 before it is recorded); and it copies the weights
   (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept between logged steps, `_keeps`);
 - the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (norms fused; every kind summed
@@ -65,6 +65,9 @@ class ModuleWatch:
         self.params = [p for _, _, params in modules for p in params]
         self._values = [p.detach() for p in self.params]  # aliases: in-place optimizer steps show through
         self.device = self.params[0].device
+        # norms in float32 (half and bfloat16 weights widened), in float64 where a weight is float64 (a norm may
+        # not narrow its input)
+        self._norm_dtype = torch.float64 if any(p.dtype == torch.float64 for p in self.params) else torch.float32
         self._owners = [i for i, (_, _, params) in enumerate(modules) for _ in params]
         self._keeps = every <= KEEP_COPY or sum(p.numel() * p.element_size() for p in self.params) < KEEP_BYTES
         self._membership = torch.zeros(len(self.params), len(modules), dtype=torch.float64, device=self.device)
@@ -142,7 +145,7 @@ class ModuleWatch:
     def _before_step(self, optimizer, args, kwargs) -> None:
         grads = [p.grad if p.grad is not None else p.new_zeros(()) for p in self.params]
         # the gradients' and the weights' norms in one fused call (tiny gradient norms redone in float64 later)
-        self._norms = torch._foreach_norm(grads + self._values, 2, dtype=torch.float32)
+        self._norms = torch._foreach_norm(grads + self._values, 2, dtype=self._norm_dtype)
         self._scale = self._scale_of_grads(optimizer)
         if self._before is not None:  # kept from the last logged step: refilled in place
             torch._foreach_copy_(self._before, self._values)
@@ -167,7 +170,7 @@ class ModuleWatch:
         if step % self.every == 0 and self._measured:
             torch._foreach_sub_(self._before, self._values)  # now W_before − W_after = −ΔW, in place
             grads, weights, moved = self._per_module(
-                self._norms + torch._foreach_norm(self._before, 2, dtype=torch.float32))
+                self._norms + torch._foreach_norm(self._before, 2, dtype=self._norm_dtype))
             if self._scale is not None:  # the gradients are still scaled: the norms as the step will use them
                 grads = grads / self._scale.double().to(grads.device)
             if not self._keeps:
