@@ -1,6 +1,6 @@
 """The home: where to start, then a gallery of every scenario, grouped by topic in reading order.
 
-Each card, the same height as every other, holds the scenario's question, a small picture
+Each card, as tall as the tallest in its row (never clipped: a narrow window makes a row taller), holds the scenario's question, a small picture
 of its key figure drawn from a real stored run (explorer/page/pictures.py), how long its default
 run takes (explorer/page/bench_times.py) and its glossary terms, each a link to its entry.
 Cards whose picture is still being trained show a placeholder; a fragment starts their
@@ -17,7 +17,6 @@ from scenarios import all_scenarios
 from scenarios.base import Scenario
 
 PER_ROW = 3
-CARD_PX = 440      # every card this tall, so a row's cards line up
 WAIT_TICK_S = 1.0  # how often the home looks for newly stored pictures
 # A card's title wraps instead of ending in "…" (a page link is one line by default): the longest
 # titles ("Pretraining, then fine-tuning: ULMFiT, SFT and instruction tuning") lost their ends.
@@ -49,7 +48,7 @@ def render_home(scenario_pages: dict[str, st.Page], pages: dict[str, st.Page]) -
         st.subheader(topic, anchor=topic_anchor(topic))
         for start in range(0, len(members), PER_ROW):
             for column, scenario in zip(st.columns(PER_ROW), members[start:start + PER_ROW]):
-                with column.container(border=True, height=CARD_PX, gap="xsmall", key=f"card-{scenario.id}"):
+                with column.container(border=True, height="stretch", gap="xsmall", key=f"card-{scenario.id}"):
                     card(scenario, sources[scenario.id], runs, scenario_pages[scenario.id], pages["glossary"])
 
 
