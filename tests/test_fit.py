@@ -217,3 +217,18 @@ def test_the_report_names_each_difference_with_the_runs_numbers() -> None:
     assert uneven["difference"]["parameters"]["bytes"] == pytest.approx(4 * padding) and padding > 0
     assert "pads dim 0" in uneven["difference"]["parameters"]["why"]
     assert math.isclose(sum(uneven["per_rank"][c] for c in CATEGORIES), uneven["per_rank"]["peak"])
+
+
+@pytest.mark.parametrize("measured_gb, model_gb, words", [
+    (11.7, 33.5, "The analytic model's peak, 33.5 GB, would not fit on 24 GB: the table's last column"),
+    (30.0, 20.0, "The analytic model's peak, 20 GB, would fit on 24 GB: the table's last column"),
+    (50.0, 45.0, None),  # both fit on 80 and 141 GB only: one answer, no second sentence
+])
+def test_the_fits_line_is_the_measured_peaks_and_names_each_device_the_formula_answers_otherwise(
+        measured_gb, model_gb, words) -> None:
+    """A page that shows both peaks must not say yes and no at once: the verdict names the number it uses,
+    and the devices where the analytic peak would give the other answer."""
+    from engines.distributed.fit_analytic import fits_line
+    line = fits_line(measured_gb * 1e9, model_gb * 1e9)
+    assert line.startswith(f"The measured peak, {measured_gb:.3g} GB, fits on: 24 GB "), line
+    assert (words in line) if words else ("analytic" not in line), line

@@ -127,14 +127,24 @@ def fits_on(peak_bytes: float) -> list[dict[str, Any]]:
             for gb in DEVICES_GB]
 
 
-def fits_line(peak_bytes: float) -> str:
-    """'fits on: 24 GB no (short 3.1 GB) · 40 GB yes (8.9 GB headroom) · …'"""
+def fits_line(peak_bytes: float, analytic_peak: float | None = None) -> str:
+    """'The measured peak, 27.1 GB, fits on: 24 GB no (short 3.1 GB) · 40 GB yes (12.9 GB headroom) · ….'
+    Where the analytic model's peak gives another answer for a device, the line says so: the verdict
+    is the measured number's, and a reader who sees both numbers should not get yes and no at once."""
     parts = []
     for row in fits_on(peak_bytes):
         room = abs(row["headroom_bytes"]) / 1e9
         parts.append(f"{row['device_gb']} GB " + (f"yes ({room:.1f} GB headroom)" if row["fits"]
                                                     else f"no (short {room:.1f} GB)"))
-    return "fits on: " + " · ".join(parts) + ". Not counted: the CUDA context and the allocator's cache."
+    line = f"The measured peak, {_gb(peak_bytes)}, fits on: " + " · ".join(parts) + "."
+    if analytic_peak is not None:
+        other = [model["device_gb"] for model, measured in zip(fits_on(analytic_peak), fits_on(peak_bytes))
+                 if model["fits"] != measured["fits"]]
+        if other:
+            devices = " and ".join(f"{gb} GB" for gb in other)
+            line += (f" The analytic model's peak, {_gb(analytic_peak)}, would {'not ' if analytic_peak > peak_bytes else ''}"
+                     f"fit on {devices}: the table's last column says where the two differ.")
+    return line + " Not counted: the CUDA context and the allocator's cache."
 
 
 def ceil_rows(numel: int, dim0: int, world: int) -> int:

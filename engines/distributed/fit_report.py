@@ -69,7 +69,8 @@ def report(job: dict) -> dict[str, Any]:
                        "device": result["device"]},
             "n_params": int(sizes["n_params"]), "rank": result["rank"], "per_rank": per_rank, "analytic": formula,
             "difference": differences(per_rank, formula, phases, result["spec"], sizes, arch),
-            "phases": phases, "fits_on": fits_on(per_rank["peak"]), "fits_line": fits_line(per_rank["peak"]),
+            "phases": phases, "fits_on": fits_on(per_rank["peak"]),
+            "fits_line": fits_line(per_rank["peak"], formula["peak"]),
             "sizes": sizes, "seconds": result["seconds"]}
 
 

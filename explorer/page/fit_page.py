@@ -109,4 +109,5 @@ def show(report: dict) -> None:
                "buckets, FSDP's all-gather and reduce-scatter buffers.")
     phases = pd.DataFrame({phase: {c: v / divisor for c, v in by.items()} for phase, by in report["phases"].items()})
     st.markdown(f"**By phase ({unit})**")
-    st.dataframe(phases, width="stretch", key="fit:phases")
+    st.dataframe(phases, width="stretch", key="fit:phases",  # three decimals, like the table above
+                 column_config={phase: st.column_config.NumberColumn(format="%.3f") for phase in phases.columns})
