@@ -65,6 +65,8 @@ class Autodiff(Scenario):
     question = "How does PyTorch turn one forward pass into every gradient, and what does a pretrained network carry to a new task?"
     terms = {
         "nn.Module": shown_by("module", "module/", arm=PASS, how="named_parameters() and named_buffers() of TinyNet"),
+        "Tensor": shown_by("module", "module/", arm=PASS, how="each parameter and buffer of TinyNet, a tensor: its shape, "
+                                                              "dtype and number of elements"),
         "Forward pass": shown_by("forward", "forward/", arm=PASS, how="every intermediate of one example, stage by stage"),
         "Autograd": shown_by("graph", "graph/", arm=PASS, how="the grad_fn nodes one forward pass recorded, walked by next_functions"),
         "Autodiff": shown_by("checks", "check/", arm=PASS, how="the gradient autograd derives, against the chain rule by hand "
