@@ -80,6 +80,9 @@ class Attention(Scenario):
                               how="each query's weights over the drawn example's positions, per head"),
         "Scaled dot-product attention": shown_by("entropy", "entropy/scaled", "entropy/unscaled", "sdpa_max_abs_diff", arm=SWEEP,
                                                  how="softmax(QKᵀ/√d_k): scaled scores keep their entropy at every d_k"),
+        "Query / Key / Value (Q/K/V)": shown_by("attention_maps", "attn/", arm="head",
+                                                how="a row per query: its match weights over the keys, the shares "
+                                                    "in which their values are mixed"),
         "Multi-head attention": shown_by("accuracy_vs_heads", "eval_accuracy", arm="heads",
                                          how="one head makes one lookup: two heads solve what one cannot"),
         "Softmax": shown_by("example_weights", "example_weight/", "max_weight/unscaled", arm=SWEEP,

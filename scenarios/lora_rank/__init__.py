@@ -77,6 +77,9 @@ class LoraRankSweep(Scenario):
                          how="a frozen base plus s·B A: r·(d_in + d_out) trainable parameters per layer, not d²"),
         "Rank (r)": shown_by("final_loss_vs_rank", LEFT, "rank", arm="r=",
                              how="the loss left falls steeply up to r = k and is flat beyond"),
+        "Low-rank hypothesis": shown_by("final_loss_vs_rank", LEFT, "rank", arm="r=",
+                                        how="the task's ideal update has rank k: rank k captures it, more rank "
+                                            "buys nothing"),
         "Alpha scaling": shown_by("alpha_scale", "scale", arm="r=", how="peft's s = α/r (or α/√r) read from each arm"),
         "Fine-tuning": shown_by("loss", "loss", LEFT, how="every arm starts from the same frozen base and fits the task"),
         "Adam": shown_by("loss", "loss", "lr", how="Adam at one learning rate for every arm"),
