@@ -109,7 +109,10 @@ def test_overlay_and_isolation_on_the_page() -> None:
     assert not at.exception
     loss = next(c for c in at.get("bidi_component") if "Training loss" in c.proto.json)  # the page's charts
     assert "[depth=6]" in loss.proto.json, "the overlaid run's arms are in the loss figure, labelled"
-    assert any("Overlaid: stored run" in c.value for c in at.caption)
+    notes = " ".join(c.value for c in at.caption)
+    assert f"Overlaid: stored run {deeper}, where it differs: depth=6. Its traces end in “[depth=6]”" in notes, notes
+    only = notes.split("show the current run only: ", 1)[-1] if "current run only" in notes else ""
+    assert all(part.strip().startswith("“") for part in only.split("”,")[:-1]), f"figures named by title: {only}"
 
     # Isolation: depth 4 (current), 6 and 8 differ only in depth. Built only while its expander is open.
     assert not [c for c in at.get("plotly_chart") if "Final loss against depth" in c.proto.spec]

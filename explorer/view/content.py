@@ -4,6 +4,7 @@ The live view draws a `View`, and the exports write the same `View`, so a downlo
 is the figure on the page: the current run (or the mean over seeds, with bands) plus any
 overlaid stored runs. Every figure still comes from `scenario.figures(frame, config)`.
 """
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -59,15 +60,22 @@ def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list
         for overlay, own, arms in theirs:
             stored = _read(own, name)
             if stored is None or not merge_traces(figure, stored, overlay.label, overlay.run_id, arms, base_arms):
-                missing.append(name)
+                missing.append(title_of(figure, name))
         if overlays:
             group_current(figure)
         return polish(figure)
 
-    notes = [f"Overlaid: stored run {o.run_id} ({o.label}), named “… [{o.label}]”: lighter, dashed, "
-             "hollow markers, hatched bars." for o in overlays]
+    notes = [f"Overlaid: stored run {o.run_id}, where it differs: {o.label}. Its traces end in “[{o.label}]” and are "
+             "drawn lighter, dashed, with hollow markers and hatched bars." for o in overlays]
     return View(view.base, Figures({name: partial(finished, name) for name in view.figures}),
                 overlay_frame(view.data, overlays), [*view.told, *notes], missing)
+
+
+def title_of(figure: go.Figure, name: str) -> str:
+    """The figure's title's first line, in quotes (its name where it has none)."""
+    first = re.split(r"<br\s*/?>", figure.layout.title.text or "")[0]
+    text = " ".join(re.sub(r"<[^>]+>", "", first).split())
+    return f"“{text}”" if text else name
 
 
 def _figures_of(scenario: Scenario, overlay: Overlay) -> Mapping[str, go.Figure]:
