@@ -26,13 +26,14 @@ def render_runs(scenario_pages: dict[str, st.Page]) -> None:
     st.markdown(f"Every run trained here, newest first, from the run store `{store.path}`. Click a column to sort; "
                 "tick runs to open one, or several of one scenario **compared** (overlaid on one page).")
     scenarios = {s.id: s for s in registered()}  # "Your runs" (watched) too
-    left, middle, right = st.columns([2, 3, 1.4], vertical_alignment="bottom")
+    # the six status chips get a row of their own: beside the scenario box they were cut at 1000 px
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
     choice = left.selectbox("Scenario", ["all", *scenarios], key="runs:scenario",
                             format_func=lambda sid: "All scenarios" if sid == "all" else scenarios[sid].title)
-    statuses = middle.multiselect("Status", [*STATUSES, *LIVE_STATUSES], default=[*STATUSES, *LIVE_STATUSES],
-                                  key="runs:status")
     show_empty = right.toggle("empty stopped runs", key="runs:empty",
                               help="Runs stopped before their first record: hidden unless this is on.")
+    statuses = st.multiselect("Status", [*STATUSES, *LIVE_STATUSES], default=[*STATUSES, *LIVE_STATUSES],
+                              key="runs:status")
     scenario_id = None if choice == "all" else choice
     total = store.count(scenario_id)
     if total == 0:
