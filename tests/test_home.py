@@ -173,3 +173,23 @@ def test_a_cards_picture_drops_point_labels_that_would_pile_up() -> None:
     for name in labelled:
         modes = [getattr(t, "mode", None) for t in small(figures[name], "autodiff", "run", name).data]
         assert not any(m and "text" in m and m != "text" for m in modes), (name, modes)
+
+
+def test_a_cards_bar_picture_drops_value_labels_and_wraps_category_names() -> None:
+    """qlora's memory bars at card size: the "128.0 bits" totals were clipped at the top edge and the
+    two-line category names ran into each other. The card hides the labels and wraps the names on
+    short lines; a marker on the axis edge is drawn whole."""
+    from explorer.page.pictures import small
+    scenario = get_scenario("qlora")
+    figures = scenario.figures(tiny_result("qlora").frame, scenario.validate(scenario.tiny))
+    card = small(figures["memory"], "qlora", "run", "memory")
+    bars = [t for t in card.data if t.type == "bar"]
+    assert bars and all(t.text is None and not t.texttemplate for t in bars), [t.text for t in bars]
+    labels = [t for t in card.data if getattr(t, "mode", None) == "text"]
+    assert labels and all(t.visible is False for t in labels), "the totals written above the bars are hidden"
+    names = list(card.layout.xaxis.ticktext)
+    assert all(len(line) <= 10 for name in names for line in name.split("<br>")), names
+    assert [name.replace("<br>", " ") for name in names] == [n.replace("<br>", " ") for n in
+                                                              figures["memory"].layout.xaxis.ticktext], names
+    lines = small(figures["memory"], "qlora", "run", "memory")
+    assert all(t.cliponaxis is False for t in lines.data if t.type == "scatter")

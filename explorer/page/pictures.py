@@ -136,20 +136,41 @@ def _picture(store_path: str, scenario_id: str, run_id: str) -> go.Figure | None
     return None if name is None else small(figures[name], scenario_id, run_id, name)
 
 
+def wrapped(text: str, width: int = 7) -> str:
+    """Words on lines of about `width` characters, joined by <br> (a card's tick label)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
 def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Figure:
-    """A figure at card size: no title, legend, axis titles, colour bar or point labels; the run it shows in `meta`."""
+    """A figure at card size: no title, legend, axis titles, colour bar, point or bar labels; the run it shows in
+    `meta`."""
     thumb = go.Figure(figure)
-    thumb.update_layout(height=PICTURE_PX, margin=dict(l=0, r=0, t=4, b=0), showlegend=False, title_text="",
+    thumb.update_layout(height=PICTURE_PX, margin=dict(l=0, r=0, t=8, b=0), showlegend=False, title_text="",
                         annotations=[], updatemenus=[], sliders=[], font=dict(size=9),
                         meta={"scenario": scenario_id, "run_id": run_id, "figure": name})
     thumb.update_xaxes(title_text="")
     thumb.update_yaxes(title_text="")
     for axes in (thumb.update_xaxes, thumb.update_yaxes):  # a log axis at card size: powers of ten only
         axes(dtick=1, selector=dict(type="log"))           # (its 2s and 5s ran into each other)
+    for axis in thumb.select_xaxes():  # category names on two lines ran into each other: short lines instead
+        if axis.ticktext:
+            axis.update(ticktext=[wrapped(str(text).replace("<br>", " ")) for text in axis.ticktext], tickangle=0)
     for trace in thumb.data:
         if "showscale" in trace:
             trace.showscale = False
         mode = getattr(trace, "mode", None)
         if isinstance(mode, str) and "text" in mode and mode != "text":  # labels at card size only pile up
             trace.mode = "+".join(part for part in mode.split("+") if part != "text")
+        if trace.type == "bar":  # a bar's value label is clipped at the card's top edge or runs into the next
+            trace.update(text=None, texttemplate=None)
+        if mode == "text":  # labels alone (a bar total written above it): the same
+            trace.visible = False
+        if trace.type == "scatter":  # a marker on the axis' edge is drawn whole, not cut in half
+            trace.cliponaxis = False
     return thumb
