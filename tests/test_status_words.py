@@ -2,15 +2,21 @@
 
 
 def test_the_status_line_counts_steps_per_arm() -> None:
-    """A teacher trained 400 steps and students 300: "up to 400 steps", not "after 400 steps"."""
+    """A teacher trained 400 steps and two students 300: "300 steps, 400 of “teacher”", not "after 400
+    steps"; arms a Stop caught at five different steps: "up to 400 steps"."""
     import pandas as pd
 
     from explorer.runs.handle import Snapshot
     from explorer.view.live import status_line
-    rows = [("teacher", s, "loss", 1.0) for s in range(400)] + [("T=4", s, "loss", 1.0) for s in range(300)]
+    rows = [("teacher", s, "loss", 1.0) for s in range(400)] + [(f"T={t}", s, "loss", 1.0) for t in (1, 4)
+                                                                 for s in range(300)]
     uneven = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(uneven, "finished", 1.0, [], None, 2.0, "abc")).startswith(
-        "Finished after up to 400 steps in 2.0 s")
+        "Finished after 300 steps, 400 of “teacher” in 2.0 s")
+    caught = pd.DataFrame([(f"arm {n}", s, "loss", 1.0) for n in (100, 200, 300, 350, 400) for s in range(n)],
+                          columns=["arm", "step", "metric", "value"])
+    assert status_line(Snapshot(caught, "stopped", 1.0, [], None, 2.0, "abc")).startswith(
+        "Stopped — partial result after up to 400 steps in 2.0 s")
     even = uneven[uneven["step"] < 10]
     assert "after 10 steps in" in status_line(Snapshot(even, "stopped", 0.1, [], None, 0.5, None))
 

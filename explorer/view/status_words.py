@@ -7,9 +7,13 @@ from explorer.runs.watched import WatchedHandle
 from explorer.view.seeds import SeedGroup
 
 
+NAMED_ARMS = 3  # up to this many arms that trained another length than most are named
+
+
 def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
-    """"10 steps" when every training arm reached the same step, else "up to 400 steps": arms may
-    train different lengths (a teacher and its students), or a Stop caught them at different points.
+    """"10 steps" when every training arm reached the same step; "300 steps, 400 of “teacher”" when a
+    few arms train another length than most (a teacher beside its students, skip-gram beside two
+    language models); "up to 400 steps" when many do (a Stop caught them at different points).
     Training arms are those with a metric whose name holds one of `counted` (the scenario's
     `counted`): an arm indexed by something else (bit width, sequence length N, d_k) is no count of
     steps. None when no arm trains (a page that measures): the line then gives no count."""
@@ -21,7 +25,16 @@ def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
         return None
     last = trained.groupby("arm", sort=False)["step"].max() + 1
     low, high = int(last.min()), int(last.max())
-    return f"{high} steps" if low == high else f"up to {high} steps"
+    if low == high:
+        return f"{high} steps"
+    arms: dict[int, list[str]] = {}
+    for arm, count in last.items():
+        arms.setdefault(int(count), []).append(f"“{arm}”")
+    most = max(arms, key=lambda count: (len(arms[count]), count))  # the count most arms share
+    others = [(count, names) for count, names in arms.items() if count != most]
+    if sum(len(names) for _, names in others) > NAMED_ARMS:  # a Stop caught many arms at different points
+        return f"up to {high} steps"
+    return f"{most} steps, " + ", ".join(f"{count} of {' and '.join(names)}" for count, names in others)
 
 
 WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
