@@ -103,3 +103,15 @@ def test_the_masked_model_fills_past_the_left_only_ceiling_the_causal_one_cannot
     assert masked > left > causal - 0.05, f"seed {seed}: masked {masked:.3f}, left ceiling {left:.3f}, causal {causal:.3f}"
     assert records.last(SGNS, "analogy/accuracy") > 0.9, records.last(SGNS, "analogy/accuracy")
     assert records.last(SGNS, "identity/correlation") > 0.9, records.last(SGNS, "identity/correlation")
+
+
+def test_names_of_two_points_that_nearly_coincide_are_placed_apart() -> None:
+    """egypt and india sat 0.01 apart on the plane, their names printed over each other: the second
+    name takes the first free spot (below), and a lone point keeps the top."""
+    from scenarios.masked_causal.figures import label_positions
+    points = [(0.88, 0.30, "egypt"), (0.89, 0.31, "india"), (0.18, 0.09, "delhi"), (0.20, 0.05, "cairo"),
+              (1.10, 1.05, "italy"), (0.10, 0.63, "paris"), (0.95, -0.30, "spain"), (1.15, -0.25, "japan")]
+    spots = label_positions(points)
+    assert spots[0] == "top center" and spots[1] != "top center", spots
+    assert spots[2] == "top center" and spots[3] != "top center", spots
+    assert spots[4] == "top center", spots

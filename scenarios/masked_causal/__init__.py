@@ -29,7 +29,7 @@ from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.masked_causal import claims, figures as look
 from scenarios.masked_causal.figures import CAUSAL, EXACT, MASKED, SGNS, WORLD
-from scenarios.plotting import Figures, arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure, full_width
 from scenarios.records import Records
 
 SENTENCES = 6000
@@ -179,10 +179,10 @@ class MaskedCausal(Scenario):
             "fill": lambda: look.fill_figure(records, colors),
             "loss": lambda: look.loss_figure(records, colors),
             "analogy": lambda: look.analogy_figure(records, colors),
-            "identity": lambda: look.identity_figure(records, colors, config.countries),
             "plane": lambda: look.plane_figure(records, colors, config.countries),
-            "neighbours": lambda: look.neighbours_figure(records, config.countries),
+            "identity": lambda: look.identity_figure(records, colors, config.countries),
             "identity_curve": lambda: curves_figure(records, colors, "identity/correlation", arms=[SGNS], log_y=False,
                                                     title="Correlation of w·c with the shifted PMI, over training",
                                                     y_title="Pearson r on the frequent pairs"),
+            "neighbours": lambda: full_width(look.neighbours_figure(records, config.countries)),  # alone in its row
         })
