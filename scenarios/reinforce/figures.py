@@ -3,7 +3,7 @@ solved limits, the Bellman curve v(S) over p, the gradient variance with and wit
 and the bandit's exact expected reward against its optimum."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import layout
+from scenarios.plotting import layout, legend_line
 from scenarios.records import Records
 
 CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST = ("corridor: no baseline, small α_θ", "corridor: learned baseline",
@@ -96,10 +96,8 @@ def bandit_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=series.index, y=series.to_numpy(), name=arm, mode="lines", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>update %{{x}}<br>expected reward %{{y:.3f}}<extra></extra>")
     best, uniform = records.first(EXACT, "bandit/optimum"), records.first(EXACT, "bandit/uniform")
-    if best is not None:
-        fig.add_hline(y=best, line_dash="dash", line_color="gray", annotation_position="bottom right",
-                      annotation_text=f"optimum E[max_k μ_k(x)] = {best:.3f} (exact)")
-        fig.add_hline(y=uniform, line_dash="dot", line_color="gray", annotation_position="top right",
-                      annotation_text=f"uniform policy = {uniform:.3f}")
+    if best is not None:  # named in the legend: a curve rising to the optimum ran through a label on its line
+        legend_line(fig, best, f"optimum E[max_k μ_k(x)] = {best:.3f} (exact)")
+        legend_line(fig, uniform, f"uniform policy = {uniform:.3f}", dash="dot")
     return layout(fig, "Bandit: exact expected reward of each policy over the context set", "update",
                   "expected reward E_x[Σ_k π(k|x)·μ_k(x)]")
