@@ -42,13 +42,15 @@ def bars_figure(records: Records, colors: dict[str, str], prefix: str, names: tu
     crowded = sum(len(values) for values in found.values()) > 16  # then only add jump's bars carry their number
     for arm, values in found.items():
         labelled = not crowded or arm == ADD_JUMP
-        fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=arm, marker_color=colors[arm],
+        name = f"{arm} (the numbers on the bars)" if crowded and labelled else arm
+        fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=name, marker_color=colors[arm],
                     texttemplate="%{y:.0f}" if labelled else None, textposition="outside", textfont_size=10,
                     cliponaxis=False, hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
     fig.update_yaxes(range=[0, 110])
     layout(fig, title, x_title, y_title)
     fig.update_layout(barmode="group", legend=dict(title_text="", orientation="h", yanchor="top", y=-0.28, x=0),
-                      margin=dict(b=90))
+                      margin=dict(b=90), uniformtext=dict(minsize=10, mode="show"))  # a number wider than its bar
+    # kept at 10 px (plotly shrank "100" to fit a narrow bar)
     return fig
 
 
