@@ -44,6 +44,17 @@ def fmt(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
+def alike(*values: float | None) -> Callable[[float], str]:
+    """A writer for numbers listed together: `fmt`'s three significant digits of the largest, and the
+    same decimals for the rest ("10.4 to 96.0", not "10.4 to 96"); `fmt` itself where powers of ten
+    are written out or nothing is finite."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
+    if not finite or max(finite) >= 1e5 or min(finite) < 1e-3:
+        return fmt
+    decimals = max(0, 2 - math.floor(math.log10(max(finite))))
+    return lambda value: fmt(value) if value is None or not math.isfinite(value) else f"{value:,.{decimals}f}"
+
+
 def same(a: float | None, b: float | None, rel: float = REL) -> bool:
     if a is None or b is None:
         return False

@@ -134,3 +134,13 @@ def test_explanations_hold_on_a_few_random_configs(scenario) -> None:
 def test_explanations_hold_on_many_random_configs(scenario) -> None:
     for values in configs_for(scenario, 24, seed=1):
         check_claims(scenario, values)
+
+
+def test_numbers_listed_together_share_their_decimals() -> None:
+    """grokking's weight norms read "from 10.4 to 96": `alike` writes both with the largest one's three
+    significant digits' decimals, and falls back to powers of ten where those are written out."""
+    from scenarios.claims import alike
+    assert [alike(10.4, 95.96)(v) for v in (10.4, 95.96)] == ["10.4", "96.0"]
+    assert [alike(0.05, 0.5)(v) for v in (0.05, 0.5)] == ["0.050", "0.500"]
+    assert alike(1234.5, 10.0)(1234.5) == "1,234" and alike(1234.5, 10.0)(10.0) == "10"
+    assert alike(1e-5, 1.0)(1e-5) == "1.00×10⁻⁵" and alike(float("nan"), 2.0)(float("nan")) == "nan"
