@@ -3,6 +3,7 @@ bad input (exit 2), an impossible measurement is refused, a second Ctrl-C while 
 still exits 130, a worker killed by a signal is named so, echoed values are cut, and a compare link
 looks up at most MAX_COMPARED runs."""
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -90,16 +91,30 @@ def test_a_second_ctrl_c_while_the_stopped_run_is_stored_waits_and_exits_130(cap
 def test_a_ctrl_c_after_the_run_is_stored_still_exits_130(isolated_store) -> None:
     """The interpreter's teardown takes a moment after the last line: a Ctrl-C then used to end the process
     by SIGINT (−2)."""
+    terminal, stderr = pty.openpty()  # on a terminal the bar is drawn as the run goes (in a pipe: only at its end)
     child = subprocess.Popen([sys.executable, "-m", "explorer", "run", SCENARIO, "--set", "steps=3000"], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True,
-                             stdout=subprocess.DEVNULL)
-    assert "%" in child.stderr.readline()
-    child.send_signal(signal.SIGINT)
-    seen = ""
-    while "stopped by Ctrl-C" not in seen:
-        seen += child.stderr.readline() or pytest.fail(f"ended before storing: {seen}")
-    child.send_signal(signal.SIGINT)
-    child.communicate(timeout=120)
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=stderr, stdout=subprocess.DEVNULL)
+    os.close(stderr)
+
+    def read_until(text: str, seen: str = "") -> str:
+        while text not in seen:
+            try:
+                chunk = os.read(terminal, 4096).decode(errors="replace")
+            except OSError:  # the terminal closed: the child ended
+                chunk = ""
+            seen += chunk or pytest.fail(f"ended before {text!r} was written: {seen!r}")
+        return seen
+
+    try:
+        seen = read_until("%")  # the bar is drawn: the run trains
+        child.send_signal(signal.SIGINT)
+        seen = read_until("stopped by Ctrl-C", seen)
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=120)
+    finally:
+        child.kill()  # no-op once it has ended
+        child.wait()
+        os.close(terminal)
     assert child.returncode == 130, (child.returncode, seen)
 
 
