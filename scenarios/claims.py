@@ -39,20 +39,39 @@ def fmt(value: float) -> str:
     if value == 0:
         return "0"
     if abs(value) >= 1e5 or abs(value) < 1e-3:
-        mantissa, exponent = f"{value:.2e}".split("e")
-        return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"  # one text for the page and the terminal
+        return power_of_ten(value)  # one text for the page and the terminal
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def alike(*values: float | None) -> Callable[[float], str]:
-    """A writer for numbers listed together: `fmt`'s three significant digits of the largest, and the
-    same decimals for the rest ("10.4 to 96.0", not "10.4 to 96"); `fmt` itself where powers of ten
-    are written out or nothing is finite."""
-    finite = [abs(v) for v in values if v is not None and math.isfinite(v) and v != 0]
-    if not finite or max(finite) >= 1e5 or min(finite) < 1e-3:
-        return fmt
-    decimals = max(0, 2 - math.floor(math.log10(max(finite))))
-    return lambda value: fmt(value) if value is None or not math.isfinite(value) else f"{value:,.{decimals}f}"
+def power_of_ten(value: float) -> str:
+    """5.69×10⁻⁴: every number of a list in this form where `fmt` would mix it with plain decimals."""
+    if value == 0:
+        return "0"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}×10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
+def three_digits(value: float) -> str:
+    """Three significant digits in plain decimals, trailing zeros kept (1.00 and 0.0430, never 1 or 4.3×10⁻²);
+    under 0.0005, 0.000 (a deterministic source's entropy is 0 up to rounding: never 1.59×10⁻¹⁷)."""
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) < 5e-4:
+        return "0.000" if value else "0"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:#.3g}".rstrip(".")
+
+
+def listed_format(values: list[float | None]) -> Callable[[float], str]:
+    """One format for numbers listed together: three significant digits each, in plain decimals ("from
+    10.4 to 96.0", never "… to 96"); when one is under 0.001, the same decimals for all, as many as give
+    the largest three digits (0.001, 0.043, 0.357, never 9.77×10⁻⁴ beside 0.043)."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    if all(v == 0 or v >= 1e-3 for v in finite):
+        return three_digits
+    places = min(6, max(0, 2 - math.floor(math.log10(max(finite)))))
+    return lambda value: f"{value:.{places}f}"
 
 
 def same(a: float | None, b: float | None, rel: float = REL) -> bool:

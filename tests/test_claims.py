@@ -136,11 +136,11 @@ def test_explanations_hold_on_many_random_configs(scenario) -> None:
         check_claims(scenario, values)
 
 
-def test_numbers_listed_together_share_their_decimals() -> None:
-    """grokking's weight norms read "from 10.4 to 96": `alike` writes both with the largest one's three
-    significant digits' decimals, and falls back to powers of ten where those are written out."""
-    from scenarios.claims import alike
-    assert [alike(10.4, 95.96)(v) for v in (10.4, 95.96)] == ["10.4", "96.0"]
-    assert [alike(0.05, 0.5)(v) for v in (0.05, 0.5)] == ["0.050", "0.500"]
-    assert alike(1234.5, 10.0)(1234.5) == "1,234" and alike(1234.5, 10.0)(10.0) == "10"
-    assert alike(1e-5, 1.0)(1e-5) == "1.00×10⁻⁵" and alike(float("nan"), 2.0)(float("nan")) == "nan"
+def test_numbers_listed_together_share_one_format() -> None:
+    """grokking's weight norms read "from 10.4 to 96": listed together, each keeps three significant digits
+    with its trailing zeros; where one is under 0.001, all take the decimals of the largest's three digits."""
+    from scenarios.claims import listed_format
+    assert [listed_format([10.4, 95.96])(v) for v in (10.4, 95.96)] == ["10.4", "96.0"]
+    assert [listed_format([0.05, 0.5])(v) for v in (0.05, 0.5)] == ["0.0500", "0.500"]
+    assert [listed_format([9.77e-4, 0.043, 0.357])(v) for v in (9.77e-4, 0.043, 0.357)] == ["0.001", "0.043", "0.357"]
+    assert listed_format([1234.5, 10.0])(1234.5) == "1,234" and listed_format([float("nan"), 2.0])(float("nan")) == "nan"

@@ -161,3 +161,54 @@ def test_ulmfit_beats_scratch_with_few_labels_and_sft_teaches_held_out_instructi
     instructions, prose = summary["instruction_accuracy"], summary["prose_bpb"]
     assert min(instructions.values()) > 0.2, f"seed {seed}: held-out exact match after SFT {instructions}"
     assert prose["SFT · loss on the response"] > prose["pretraining · prose"], f"seed {seed}: prose bits per byte {prose}"
+
+
+# --- what the page draws and says (the tiny run's records) ------------------------------------------
+def tiny_page():
+    from scenarios.records import Records
+    from tests.tiny_runs import tiny_frame
+    scenario = get_scenario("pretrain-finetune")
+    frame, config = tiny_frame("pretrain-finetune"), scenario.validate(scenario.tiny)
+    return Records(frame), scenario.figures(frame, config), str(scenario.explain(frame, config))
+
+
+def test_the_sft_chart_and_its_sentence_speak_bits_per_byte_like_the_rest_of_the_page() -> None:
+    """The recorded nats per byte, ÷ ln 2: the panel's y values, its axis and the sentence's numbers."""
+    records, figures, text = tiny_page()
+    sft = figures["sft"]
+    for trace in sft.data:
+        if trace.xaxis == "x2":
+            arm, part = trace.name, "prompt" if trace.line.dash == "dot" else "response"
+            nats = records.series(arm, f"{part}_nats").to_numpy()
+            gap = max(abs(a - b / math.log(2)) for a, b in zip(trace.y, nats))
+            assert gap < 1e-12, f"{arm} {part}: drawn values differ from nats/ln 2 by {gap:.1e}"
+    assert sft.layout.yaxis2.title.text == "bits per byte", sft.layout.yaxis2.title.text
+    assert "nats" not in text and "Held-out bits per byte after SFT" in text, text
+    response = records.last("SFT · loss on the response", "response_nats") / math.log(2)
+    assert f"response-only loss {response:#.3g}" in text, f"{response:.4f} bits per byte not in: {text}"
+
+
+def test_the_stage_legend_names_the_arm_then_what_is_measured() -> None:
+    """'pretraining · prose — measured on the prose', never 'pretraining · prose: prose'."""
+    _, figures, _ = tiny_page()
+    names = [t.name for t in figures["stages"].data if t.name]
+    assert "pretraining · prose — measured on the prose" in names, names
+    assert "LM fine-tuning · target domain — measured on the target domain" in names, names
+    assert not [n for n in names if n.endswith(": prose") or ": target domain" in n], names
+
+
+def test_learning_rates_listed_together_are_all_written_as_powers_of_ten() -> None:
+    """5.69×10⁻⁴, 1.48×10⁻³, …: never 5.69×10⁻⁴ beside 0.00148."""
+    _, _, text = tiny_page()
+    rates = text.split("η_l from the embeddings up ", 1)[1].split(";", 1)[0].split(", ")
+    assert len(rates) == 4 and all("×10" in r for r in rates), rates
+
+
+def test_held_out_instructions_take_the_page_width_and_the_stage_legend_clears_its_axis_title() -> None:
+    """The instructions chart would stand alone in its row: full width. The stage legend starts 0.3 of the
+    plot's height below it (at 0.2 its first row touched the x axis's title)."""
+    from scenarios.plotting import is_full_width
+    _, figures, _ = tiny_page()
+    assert is_full_width(figures["instructions"])
+    legend = figures["stages"].layout.legend
+    assert legend.orientation == "h" and legend.y <= -0.3, f"stages legend at y={legend.y}"

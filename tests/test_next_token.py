@@ -88,3 +88,80 @@ def test_a_line_longer_than_the_context_is_refused_naming_the_field() -> None:
     scenario = get_scenario("next-token")
     with pytest.raises(ConfigError, match=r"^line_length=32 is longer than the model's context \(context=16\)"):
         scenario.validate({"line_length": 32, "context": 16})
+
+
+# --- what the page draws and says (the tiny run's records) ------------------------------------------
+def tiny_page() -> tuple[object, dict, str]:
+    """The page's figures, its per-position floors and its sentences, from the tiny run (seed 0)."""
+    from scenarios.records import Records
+    from tests.tiny_runs import tiny_frame
+    scenario = get_scenario("next-token")
+    frame, config = tiny_frame("next-token"), scenario.validate(scenario.tiny)
+    records = Records(frame)
+    floors = {int(m.rsplit("_", 1)[1]): records.first("topic lines: exact", m)
+              for m in records.metrics("topic lines: exact") if m.startswith("floor/pos_")}
+    return scenario.figures(frame, config), floors, str(scenario.explain(frame, config))
+
+
+def reference(figure, words: str):
+    """The gray line named in the legend whose name holds `words`."""
+    found = [t for t in figure.data if t.name and words in t.name]
+    assert len(found) == 1, f"lines named with {words!r}: {[t.name for t in figure.data]}"
+    return found[0]
+
+
+def test_the_two_source_entropies_are_named_apart_each_the_mean_of_its_positions() -> None:
+    """The loss chart's floor is H, every position's mean; the temperature chart's line, only the drawn
+    positions' (2 … 17, or to the line's end): each legend name says which, and the sentence gives both."""
+    figures, floors, text = tiny_page()
+    rate, drawn = np.mean(list(floors.values())), [p for p in floors if 2 <= p < 18]
+    floor = reference(figures["heldout_loss"], "entropy rate H")
+    own = reference(figures["temperature"], "source's entropy")
+    assert f"(positions 0–{len(floors) - 1})" in floor.name, floor.name
+    assert f"(positions {drawn[0]}–{drawn[-1]})" in own.name, own.name
+    assert abs(floor.y[0] - rate) < 1e-12 and abs(own.y[0] - np.mean([floors[p] for p in drawn])) < 1e-12, \
+        f"H {floor.y[0]:.4f} against {rate:.4f}; drawn {own.y[0]:.4f}"
+    from scenarios.claims import three_digits
+    assert f"at the positions drawn ({drawn[0]}–{drawn[-1]}) is {three_digits(own.y[0])}" in text, text
+    assert f"the entropy rate H under the held-out loss, {three_digits(rate)}," in text, text
+
+
+def test_reference_lines_are_named_in_the_legend_not_written_on_the_chart() -> None:
+    """No label on a line a curve could cross: the floor, the counted baselines and the drawn positions'
+    entropy are legend entries (gray lines across the curves' steps)."""
+    figures, _, _ = tiny_page()
+    for name, words in (("heldout_loss", ("entropy rate H", "bigram (counted)", "unigram (counted)")),
+                        ("prose_loss", ("bigram (counted)", "unigram (counted)")), ("temperature", ("source's entropy",))):
+        figure = figures[name]
+        labels = [a.text for a in figure.layout.annotations if a.text]
+        assert not figure.layout.shapes and not labels, f"{name}: lines {len(figure.layout.shapes)}, labels {labels}"
+        for words_ in words:
+            assert reference(figure, words_).line.color == "gray"
+
+
+def test_numbers_listed_together_share_one_format() -> None:
+    """A share under 0.001 beside larger ones: the same decimals for all, never a power of ten among plain numbers."""
+    from scenarios.claims import listed_format
+    for values, shown in (([9.77e-4, 0.043, 0.357], ["0.001", "0.043", "0.357"]), ([0.66, 1.04, 1.89], ["0.660", "1.04", "1.89"]),
+                          ([2e-4, 0.052, 1.91], ["0.00", "0.05", "1.91"]), ([0.0, 0.0052, 0.31], ["0", "0.00520", "0.310"])):
+        written = [listed_format(values)(v) for v in values]
+        assert written == shown, f"{values} written {written}"
+    _, _, text = tiny_page()
+    assert "×10" not in text, text
+
+
+def test_a_deterministic_sources_zero_entropy_reads_0_000_not_rounding_noise() -> None:
+    """branching=1: every drawn position's entropy is 0 up to float rounding (1.59e-17): written 0.000."""
+    from scenarios.claims import three_digits
+    assert [three_digits(v) for v in (1.59e-17, 0.0, 0.0870, 1.0004, 0.903)] == ["0.000", "0", "0.0870", "1.00", "0.903"]
+
+
+def test_a_chart_alone_in_its_row_takes_the_page_width_and_legends_below_clear_the_axis_title() -> None:
+    """The gradient norm stands alone after two pairs: full width; each legend under a plot starts 0.3 of its
+    height below it (0.2 put a four-row legend's first row on the x axis's title)."""
+    from scenarios.plotting import is_full_width
+    figures, _, _ = tiny_page()
+    assert is_full_width(figures["grad_norm"]) and not is_full_width(figures["exposure"])
+    for name in ("heldout_loss", "exposure", "prose_loss", "temperature"):
+        legend = figures[name].layout.legend
+        assert legend.orientation == "h" and legend.y <= -0.3, f"{name}: legend at y={legend.y}"

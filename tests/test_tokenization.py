@@ -54,3 +54,35 @@ def test_a_vocabulary_larger_than_the_text_supports_is_refused_naming_the_field(
     with pytest.raises(ConfigError, match=rf"^vocab_size={supported + 1} is more than 16 KiB of prose supports "
                                           rf"\({supported} tokens"):
         scenario.validate({"prose_kib": 16, "vocab_size": supported + 1})
+
+
+def tiny_page():
+    from tests.tiny_runs import tiny_frame
+    scenario = get_scenario("tokenization")
+    frame, config = tiny_frame("tokenization"), scenario.validate(scenario.tiny)
+    return scenario.figures(frame, config), str(scenario.explain(frame, config))
+
+
+def test_the_vocabulary_cost_chart_right_axis_has_its_own_round_ticks() -> None:
+    """Plotly syncs an overlaying axis's ticks to the left axis's grid lines (2.328, 2.666, …) unless told 'auto'."""
+    figures, _ = tiny_page()
+    right = figures["vocab_cost"].layout.yaxis2
+    assert right.overlaying == "y" and right.tickmode == "auto" and right.showgrid is False, right
+
+
+def test_charts_alone_in_their_row_take_the_page_width_and_the_lengths_legend_clears_its_axis_title() -> None:
+    """Token lengths (between two full-width figures) and the gradient norm (last, after a pair): full width;
+    the lengths legend starts 0.3 of the plot's height below it (at 0.2 it sat on the x axis's title)."""
+    from scenarios.plotting import is_full_width
+    figures, _ = tiny_page()
+    assert is_full_width(figures["sentence"]) and is_full_width(figures["pre_split"])
+    assert is_full_width(figures["token_lengths"]) and is_full_width(figures["grad_norm"])
+    legend = figures["token_lengths"].layout.legend
+    assert legend.orientation == "h" and legend.y <= -0.3, f"token lengths legend at y={legend.y}"
+
+
+def test_bytes_per_token_listed_together_share_two_decimals() -> None:
+    """'1.00 with the 256 bytes alone; 3.65 …', never a bare 1 beside 3.65."""
+    _, text = tiny_page()
+    listed = text.split("bytes per token: ", 1)[1].split(" with the 256 bytes alone", 1)[0]
+    assert listed == "1.00", text

@@ -1,7 +1,7 @@
 """What the pretraining-then-fine-tuning page says, each number a claim its records prove (re-derived when checked)."""
-from scenarios.claims import SUPERSCRIPT, Computed
+from scenarios.claims import SUPERSCRIPT, Computed, listed_format, power_of_ten
 from scenarios.explanation import Sentence, say
-from scenarios.finetuning.figures import DOMAIN, PRE, SFT_ALL, SFT_RESPONSE, STARTS, classifier_arms, groups_of
+from scenarios.finetuning.figures import DOMAIN, LN2, PRE, SFT_ALL, SFT_RESPONSE, STARTS, classifier_arms, groups_of
 from scenarios.recorded import percent, recorded
 from scenarios.records import Records
 
@@ -58,7 +58,7 @@ def schedule_sentence(records: Records) -> Sentence | None:
     if len(levels) < 2 or records.last_step(arm, "heldout_accuracy") is None:
         return None
     first = int(records.series(arm, f"base_lr/{levels[0]}").index[0])
-    rates = [recorded(records, arm, f"base_lr/{level}", first) for level in levels]
+    rates = [recorded(records, arm, f"base_lr/{level}", first, shown=power_of_ten) for level in levels]
     low, top = f"base_lr/{levels[0]}", f"base_lr/{levels[-1]}"
     ratio = Computed("{}", rates[-1].value / rates[0].value, lambda r: r.at(arm, top, first) / r.at(arm, low, first),
                      shown=f"{rates[-1].value / rates[0].value:.4g}")
@@ -94,11 +94,16 @@ def sft_sentence(records: Records) -> Sentence | None:
 
 
 def prompt_sentence(records: Records) -> Sentence | None:
-    values = [recorded(records, arm, metric) for arm in (SFT_RESPONSE, SFT_ALL) for metric in ("response_nats", "prompt_nats")]
+    """The held-out loss on response and prompt after each SFT, in bits per byte (recorded in nats: ÷ ln 2)."""
+    computes = [lambda r, a=arm, m=metric: None if r.last(a, m) is None else r.last(a, m) / LN2
+                for arm in (SFT_RESPONSE, SFT_ALL) for metric in ("response_nats", "prompt_nats")]
+    values = [compute(records) for compute in computes]
     if None in values:
         return None
-    return say("Held-out nats per byte after SFT, response then prompt: response-only loss {} and {}; every-token "
-               "loss {} and {}.", *values)
+    shown = listed_format(values)
+    claims = [Computed("{}", value, compute, shown=shown(value)) for value, compute in zip(values, computes)]
+    return say("Held-out bits per byte after SFT, response then prompt: response-only loss {} and {}; every-token "
+               "loss {} and {}.", *claims)
 
 
 def forgetting_sentence(records: Records) -> Sentence | None:

@@ -14,6 +14,8 @@ SFT_RESPONSE, SFT_ALL = "SFT · loss on the response", "SFT · loss on every tok
 SFT_ARMS = (SFT_RESPONSE, SFT_ALL)
 STARTS = {"domain": "ULMFiT", "pretrained": "prose LM only", "scratch": "from scratch"}
 GROUP_NAMES = ("embeddings", "block 1", "block 2", "top (norm + head)")
+LN2 = math.log(2)  # nats per bit: the SFT records are nats per byte, the page speaks bits per byte
+MEASURED = {"prose_bpb": "prose", "domain_bpb": "target domain"}
 
 
 def classifier_label(start: str, labels: int) -> str:
@@ -58,10 +60,11 @@ def stages_figure(records: Records, colors: dict[str, str], pretrain_steps: int)
     """Held-out bits per byte of the prose and of the target domain through stage 1, then stage 2."""
     fig = go.Figure()
     for arm, offset in ((PRE, 0), (DOMAIN, pretrain_steps)):
-        for metric, text, dash in (("prose_bpb", "prose", "solid"), ("domain_bpb", "target domain", "dash")):
-            series = records.series(arm, metric)
-            if len(series):
-                fig.add_scatter(x=series.index + offset, y=series.to_numpy(), mode="lines", name=f"{arm}: {text}",
+        for metric, dash in (("prose_bpb", "solid"), ("domain_bpb", "dash")):
+            series, text = records.series(arm, metric), MEASURED[metric]
+            if len(series):  # "pretraining · prose — measured on the target domain"
+                fig.add_scatter(x=series.index + offset, y=series.to_numpy(), mode="lines",
+                                name=f"{arm} — measured on the {text}",
                                 line=dict(color=colors.get(arm), dash=dash),
                                 hovertemplate=f"{arm}<br>{text}<br>step %{{x}}<br>%{{y:.3f}} bits per byte<extra></extra>")
     if records.series(DOMAIN, "domain_bpb").size:
@@ -71,7 +74,8 @@ def stages_figure(records: Records, colors: dict[str, str], pretrain_steps: int)
                       annotation_text=UNIFORM_BYTE_LABEL)
     layout(fig, "Stages 1 and 2: held-out loss of the prose and of the target domain", "step (stage 1, then stage 2)",
            "held-out bits per byte")
-    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    # far enough below that the legend's first row clears the x axis's title
+    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
 
 
 def schedule_figure(records: Records, arm: str | None) -> go.Figure:
@@ -119,23 +123,28 @@ def instructions_figure(records: Records, colors: dict[str, str]) -> go.Figure:
             fig.add_bar(x=names, y=[records.last(arm, metric[n]) for n in names], name=f"after: {arm}",
                         marker_color=colors.get(arm), hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1%}}<extra></extra>")
     layout(fig, "Held-out instructions (inputs never trained on): exact-match accuracy", "task", "exact match")
-    return fig.update_layout(barmode="group").update_yaxes(tickformat=".0%", range=[0, 1.02])
+    fig.update_layout(barmode="group").update_yaxes(tickformat=".0%", range=[0, 1.02])
+    return full_width(fig)  # alone in its row (the SFT chart below takes the page's width)
 
 
 def sft_figure(records: Records, colors: dict[str, str]) -> go.Figure:
+    """Exact match, and the held-out loss on the response and on the prompt in bits per byte (recorded in
+    nats per byte: ÷ ln 2), step by step."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["held-out instruction accuracy (exact match)",
-                                                         "held-out loss per byte (nats): response solid, prompt dotted"])
+                                                         "held-out bits per byte: response solid, prompt dotted"])
+    panels = ((1, "instruction_accuracy", "solid", 1.0, "exact match %{y:.1%}"),
+              (2, "response_nats", "solid", LN2, "response %{y:.3g} bits per byte"),
+              (2, "prompt_nats", "dot", LN2, "prompt %{y:.3g} bits per byte"))
     for arm in SFT_ARMS:
-        for col, metric, dash in ((1, "instruction_accuracy", "solid"), (2, "response_nats", "solid"),
-                                  (2, "prompt_nats", "dot")):
+        for col, metric, dash, per, shown in panels:
             series = records.series(arm, metric)
             if len(series):
-                fig.add_scatter(x=series.index, y=series.to_numpy(), mode="lines", name=arm, legendgroup=arm,
+                fig.add_scatter(x=series.index, y=series.to_numpy() / per, mode="lines", name=arm, legendgroup=arm,
                                 showlegend=metric == "instruction_accuracy", line=dict(color=colors.get(arm), dash=dash),
-                                hovertemplate=f"{arm}<br>{metric}<br>step %{{x}}<br>%{{y:.3g}}<extra></extra>", row=1, col=col)
+                                hovertemplate=f"{arm}<br>step %{{x}}<br>{shown}<extra></extra>", row=1, col=col)
     fig.update_xaxes(title_text="SFT step")
     fig.update_yaxes(tickformat=".0%", title_text="exact match", col=1)
-    fig.update_yaxes(title_text="nats per byte", col=2)
+    fig.update_yaxes(title_text="bits per byte", col=2)
     fig.update_layout(title="SFT: what each loss trains", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return full_width(fig)
 

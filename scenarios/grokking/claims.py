@@ -1,7 +1,7 @@
 """Grokking, said: when each arm fitted its training pairs and when (if ever) its held-out accuracy
 followed, what the embedding's spectrum holds, what survives a projection onto the key frequencies,
 and the weight norm; every number re-read from the records."""
-from scenarios.claims import Claim, Computed, alike, fmt
+from scenarios.claims import Claim, Computed, fmt, listed_format
 from scenarios.explanation import Sentence, say
 from scenarios.records import Records
 
@@ -114,7 +114,7 @@ def norm_sentence(records: Records, arms: list[str]) -> Sentence | None:
     parts: list = []
     for arm in arms:
         first = records.first(arm, "weight_norm")
-        written = alike(first, records.last(arm, "weight_norm"))  # "from 10.4 to 96.0", not "… to 96"
+        written = listed_format([first, records.last(arm, "weight_norm")])  # "from 10.4 to 96.0", not "… to 96"
         parts += [arm, Computed("{}", first, lambda r, a=arm: r.first(a, "weight_norm"), shown=written(first)),
                   last_claim("{}", records, arm, "weight_norm", shown=written)]
     return say("Weight norm ‖θ‖₂: " + "; ".join(["{} from {} to {}"] * len(arms)), *parts)

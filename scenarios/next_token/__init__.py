@@ -36,7 +36,7 @@ from scenarios.cost import logs
 from scenarios.explanation import Explanation
 from scenarios.next_token import claims, figures as look
 from scenarios.next_token.figures import (BI_P, BI_T, PROSE, PROSE_FACTS, SOURCE, SS, TF, TOPIC_ARMS, UNI_P, UNI_T)
-from scenarios.plotting import Figures, arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure, full_width
 from scenarios.records import Records
 
 
@@ -164,9 +164,9 @@ class NextToken(Scenario):
             "units": lambda: look.units_figure(records, colors),
             "prose_loss": lambda: look.prose_figure(records, colors),
             "temperature": lambda: look.temperature_figure(records, colors),
-            "grad_norm": lambda: curves_figure(records, colors, "grad_norm/layer_01", arms=[TF, SS, PROSE],
-                                               title="The block's weight-gradient norm (MLP input), step by step",
-                                               y_title="‖∂L/∂W‖ (probe)"),
+            "grad_norm": lambda: full_width(curves_figure(  # alone in its row: the page's width
+                records, colors, "grad_norm/layer_01", arms=[TF, SS, PROSE],
+                title="The block's weight-gradient norm (MLP input), step by step", y_title="‖∂L/∂W‖ (probe)")),
         })
 
     def work(self, config: Config) -> Work:

@@ -1,10 +1,11 @@
 """What the next-token page says, each number a claim its records prove (re-derived when checked)."""
 from collections.abc import Callable
 
-from scenarios.claims import Above, Computed, Low, fmt
+from scenarios.claims import Above, Computed, Low, fmt, listed_format, three_digits
 from scenarios.explanation import Sentence, say
 from scenarios.next_token.figures import (BI_P, BI_T, MODES, PROSE, PROSE_FACTS, SOURCE, SS, TEMPERATURE_PREFIX, TF,
-                                          UNI_P, UNI_T, exposure_profile, quarter_median, temperatures)
+                                          UNI_P, UNI_T, exposure_profile, line_length, quarter_median, sampled_floor,
+                                          temperatures)
 from scenarios.recorded import recorded
 from scenarios.records import Records
 from scenarios.words import noun
@@ -16,6 +17,17 @@ def derived(records: Records, text: str, compute: Callable[[Records], float | No
     return None if value is None else Computed(text, value, compute, shown=shown(value))
 
 
+def listed_together(records: Records, computes: list[Callable[[Records], float | None]],
+                    texts: list[str] | None = None) -> list[Computed] | None:
+    """Claims on numbers written side by side, in one shared format; None while one is missing."""
+    values = [compute(records) for compute in computes]
+    if None in values:
+        return None
+    shown = listed_format(values)
+    texts = texts or ["{}"] * len(values)
+    return [Computed(text, value, compute, shown=shown(value)) for text, value, compute in zip(texts, values, computes)]
+
+
 def floor_sentence(records: Records) -> Sentence | None:
     """Held-out loss of the teacher-forced model against the exact floor and the counted baselines."""
     floor = records.first(SOURCE, "entropy_rate")
@@ -23,7 +35,7 @@ def floor_sentence(records: Records) -> Sentence | None:
     if floor is None or final is None:
         return None
     step = records.last_step(TF, "heldout_nats")
-    rate = recorded(records, SOURCE, "entropy_rate")
+    rate = recorded(records, SOURCE, "entropy_rate", shown=three_digits)
     gap = derived(records, "{}", lambda r: (r.at(TF, "heldout_nats", step) or 0) - r.first(SOURCE, "entropy_rate"))
     above = Above(TF, "heldout_nats", floor, None, name="the floor")
     if above.holds(records):
@@ -40,12 +52,9 @@ def floor_sentence(records: Records) -> Sentence | None:
 
 
 def exposure_claims(records: Records, arm: str) -> list[Computed] | None:
-    """Error on the first and last quarter of positions, true prefix then own samples."""
-    parts = []
-    for mode in MODES:
-        for last in (False, True):
-            parts.append(derived(records, "{}", lambda r, m=mode, e=last: quarter_median(exposure_profile(r, arm, m), e)))
-    return None if None in parts else parts
+    """Error on the first and last quarter of positions, true prefix then own samples, in one format."""
+    return listed_together(records, [lambda r, m=mode, e=last: quarter_median(exposure_profile(r, arm, m), e)
+                                     for mode in MODES for last in (False, True)])
 
 
 def exposure_sentence(records: Records) -> Sentence | None:
@@ -90,10 +99,19 @@ def temperature_sentence(records: Records) -> Sentence | None:
     if not found:
         return None
     picks = [found[0], 1.0, found[-1]] if 1.0 in found else [found[0], found[-1]]
-    entropy = [recorded(records, TF, f"{TEMPERATURE_PREFIX}{t:.2f}", text=f"{{}} at T={t:g}") for t in picks]
-    forbidden = [recorded(records, TF, f"sampling/forbidden/T_{t:.2f}", text=f"{{}} at T={t:g}") for t in picks]
-    if None in entropy or None in forbidden:
+    texts = [f"{{}} at T={t:g}" for t in picks]
+    entropy = listed_together(records, [lambda r, t=t: r.last(TF, f"{TEMPERATURE_PREFIX}{t:.2f}") for t in picks], texts)
+    forbidden = listed_together(records, [lambda r, t=t: r.last(TF, f"sampling/forbidden/T_{t:.2f}") for t in picks], texts)
+    if entropy is None or forbidden is None:
         return None
     slots = ", ".join(["{}"] * len(picks))
-    return say(f"Sampling the same prompts: entropy of each draw {slots} nats per token; share of drawn tokens the "
-               f"source forbids {slots}.", *entropy, *forbidden)
+    text = (f"Sampling the same prompts: entropy of each draw {slots} nats per token; share of drawn tokens the "
+            f"source forbids {slots}")
+    drawn, rate = sampled_floor(records), recorded(records, SOURCE, "entropy_rate", shown=three_digits)
+    if drawn is None or rate is None:
+        return say(text + ".", *entropy, *forbidden)
+    first, last, _ = drawn
+    own = derived(records, "{}", lambda r: (sampled_floor(r) or (0, 0, None))[2], shown=three_digits)
+    return say(text + f". The source's own entropy at the positions drawn ({first}–{last}) is {{}} nats per token; "
+               f"the entropy rate H under the held-out loss, {{}}, averages all {line_length(records)} positions of a line.",
+               *entropy, *forbidden, own, rate)

@@ -7,7 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import add_curve, full_width, layout
+from scenarios.claims import three_digits
+from scenarios.plotting import add_curve, full_width, layout, legend_line
 from scenarios.records import Records
 
 TF, SS, PROSE = "teacher forcing · topic lines", "scheduled sampling · topic lines", "teacher forcing · prose"
@@ -16,6 +17,8 @@ PROSE_FACTS, UNI_P, BI_P = "prose (stdlib docstrings)", "unigram · prose", "big
 TOPIC_ARMS = (TF, SS)
 MODES = {"teacher_forced": "true prefix", "free_running": "own samples"}
 TEMPERATURE_PREFIX = "sampling/entropy/T_"
+PROMPT_TOKENS, SAMPLED_TOKENS = 2, 16  # engines/sequence/next_token.py: up to 16 tokens drawn after a line's first two
+FLOOR_HOVER = "exact: the entropy of each token given the line before it, averaged over every position of a line"
 
 
 # --- reading the records --------------------------------------------------------------------------
@@ -48,23 +51,48 @@ def floor_profile(records: Records) -> dict[int, float]:
     return {int(m[len("floor/pos_"):]): records.first(SOURCE, m) for m in records.metrics(SOURCE) if m.startswith("floor/pos_")}
 
 
+def sampled_floor(records: Records) -> tuple[int, int, float] | None:
+    """The source's exact entropy per token over the positions the temperature sweep draws (2 … 17, or to
+    the line's end): (first position, last position, mean). Not the entropy rate H, which averages every
+    position of a line, the topic word and the first word included."""
+    floors = floor_profile(records)
+    drawn = sorted(p for p in floors if PROMPT_TOKENS <= p < PROMPT_TOKENS + SAMPLED_TOKENS)
+    if not drawn:
+        return None
+    return drawn[0], drawn[-1], float(np.mean([floors[p] for p in drawn]))
+
+
+def line_length(records: Records) -> int:
+    """Positions in a line (the source's per-position floors: one for each)."""
+    return len(floor_profile(records))
+
+
 # --- figures ----------------------------------------------------------------------------------------
-def reference_lines(fig: go.Figure, lines: list[tuple[float | None, str, str]]) -> None:
+def reference_lines(fig: go.Figure, lines: list[tuple[float | None, str, str]], hover: str = "") -> None:
+    """Gray lines named in the legend (a label on the line sat where the curves run); `hover` says more."""
     for value, label, dash in lines:
         if value is not None:
-            fig.add_hline(y=value, line_dash=dash, line_color="gray", annotation_text=f"{label} {value:.3g}",
-                          annotation_position="top right")
+            legend_line(fig, value, f"{label} {three_digits(value)}", dash,
+                        hover=f"{label}<br>{round(value, 9):.4g}" + (f"<br>{hover}" if hover else ""))
+
+
+def below(fig: go.Figure) -> go.Figure:
+    """The legend under the plot, far enough down that its first row clears the x axis's title."""
+    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
 
 
 def heldout_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     fig = go.Figure()
     for arm in TOPIC_ARMS:
         add_curve(fig, records, arm, "heldout_nats", arm, colors[arm])
-    reference_lines(fig, [(records.first(SOURCE, "entropy_rate"), "entropy rate H (exact)", "solid"),
-                          (records.first(BI_T, "heldout_nats"), "bigram (counted)", "dash"),
+    # H: the source's exact entropy per token, averaged over every position of a line (the temperature chart's
+    # line averages only the positions it draws, so the two differ)
+    reference_lines(fig, [(records.first(SOURCE, "entropy_rate"), f"entropy rate H (positions 0–{line_length(records) - 1})",
+                           "solid")], hover=FLOOR_HOVER)
+    reference_lines(fig, [(records.first(BI_T, "heldout_nats"), "bigram (counted)", "dash"),
                           (records.first(UNI_T, "heldout_nats"), "unigram (counted)", "dot")])
     layout(fig, "Topic lines: held-out loss against the entropy-rate floor", "step", "held-out loss (nats per token)")
-    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return below(fig)
 
 
 def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -75,7 +103,7 @@ def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     size = records.first(PROSE_FACTS, "prose_bytes")
     title = "Prose: held-out bits per byte" + (f" ({size / 1024:.0f} KiB of docstrings)" if size else "")
     layout(fig, title, "step", "held-out bits per byte")
-    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return below(fig)
 
 
 def units_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -92,7 +120,7 @@ def units_figure(records: Records, colors: dict[str, str]) -> go.Figure:
             if value is not None:
                 names.append(arm), values.append(value), shades.append(colors.get(arm))
         if floor_units[metric] is not None:
-            names.append("entropy rate (topic lines)"), values.append(floor_units[metric]), shades.append("gray")
+            names.append("entropy rate H (topic lines)"), values.append(floor_units[metric]), shades.append("gray")
         fig.add_bar(x=values, y=names, orientation="h", marker_color=shades, showlegend=False, row=1, col=col,
                     text=[f"{v:.3g}" for v in values], textposition="auto",
                     hovertemplate=f"%{{y}}<br>{title} %{{x:.4g}}<extra></extra>")
@@ -117,7 +145,7 @@ def exposure_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                                 hovertemplate=f"{arm}<br>{MODES[mode]}<br>position %{{x}}<br>error %{{y:.3f}}<extra></extra>")
     layout(fig, "Error along a line: the true prefix against the model's own samples", "position in the line (token)",
            "probability on tokens the source forbids")
-    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return below(fig)
 
 
 def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -133,13 +161,16 @@ def temperature_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=found, y=forbidden, mode="lines+markers", name=f"{arm}: forbidden share", secondary_y=True,
                         line=dict(color=colors[arm], dash="dot"), marker=dict(symbol="x"),
                         hovertemplate=f"{arm}<br>T %{{x}}<br>forbidden share %{{y:.3f}}<extra></extra>")
-    floors = floor_profile(records)
-    written = [h for position, h in floors.items() if 2 <= position < 18]  # the positions sampled
-    if written:
-        reference_lines(fig, [(float(np.mean(written)), "the source's own entropy", "dash")])
+    drawn = sampled_floor(records)
+    if drawn is not None:  # H averages every position of a line; this, only those the sweep draws
+        first, last, mean = drawn
+        reference_lines(fig, [(mean, f"source's entropy (positions {first}–{last})", "dash")],
+                        hover="exact, averaged over the positions drawn after the two-token prompt "
+                              "(H averages every position of a line)")
+    # a y title short enough for the chart's height once the legend below takes its rows
     layout(fig, "Sampling temperature against the entropy of what is drawn", "temperature T",
-           "entropy of the sampling distribution (nats per token)")
+           "entropy of a draw (nats per token)")
     # its own round ticks (not the left axis's grid lines, synced) and a title short enough for a half-width chart
     fig.update_yaxes(title_text="forbidden share of draws", secondary_y=True, rangemode="tozero", tickmode="auto",
                      showgrid=False)
-    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return below(fig)

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from scenarios.base import Arm, Scenario, Work, ScenarioConfig, in_turn, shown_by, together
 from scenarios.explanation import Explanation
-from scenarios.plotting import Figures, arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, curves_figure, full_width
 from scenarios.records import Records
 from scenarios.tokenization import claims, figures as look
 from scenarios.tokenization.figures import PRE, RAW, lm_arms, lm_label
@@ -151,9 +151,9 @@ class Tokenization(Scenario):
             "pre_split": lambda: look.pre_split_figure(records, colors),
             "lm_curves": lambda: look.lm_curves_figure(records, colors),
             "vocab_cost": lambda: look.vocab_cost_figure(records, colors),
-            "grad_norm": lambda: curves_figure(records, colors, "grad_norm/layer_01", arms=lm_arms(records),
-                                               title="LMs: the block's weight-gradient norm (MLP input), step by step",
-                                               y_title="‖∂L/∂W‖ (probe)"),
+            "grad_norm": lambda: full_width(curves_figure(  # alone in its row: the page's width
+                records, colors, "grad_norm/layer_01", arms=lm_arms(records),
+                title="LMs: the block's weight-gradient norm (MLP input), step by step", y_title="‖∂L/∂W‖ (probe)")),
         })
 
 

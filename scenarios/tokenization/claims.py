@@ -7,7 +7,8 @@ from scenarios.tokenization.figures import BYTES, PRE, RAW, lm_arms, lm_size, me
 
 
 def at_size(records: Records, arm: str, size: int, text: str = "{}") -> Computed | None:
-    return recorded(records, arm, "bytes_per_token", step=size, text=text)
+    """Bytes per token at a vocabulary size, two decimals: the listed values share a format (1.00, not 1, beside 3.65)."""
+    return recorded(records, arm, "bytes_per_token", step=size, text=text, shown=lambda v: f"{v:.2f}")
 
 
 def compression_sentence(records: Records) -> Sentence | None:

@@ -117,7 +117,10 @@ def token_lengths_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         hovertemplate=f"{arm}<br>{name}<br>%{{x}} bytes: %{{y:.1%}}<extra></extra>")
     layout(fig, "Token lengths: in the vocabulary, and as used on held-out text", "token length (bytes; 16 = 16 or more)",
            "share of tokens")
-    return fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    # alone in its row (the sentence above and the pre-split figure below take the page's width); the legend
+    # far enough below that its first row clears the x axis's title
+    fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
+    return full_width(fig)
 
 
 def pre_split_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -171,5 +174,6 @@ def vocab_cost_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     layout(fig, "What a bigger vocabulary costs, and buys, at one compute budget", "vocabulary size (tokens)",
            "embedding parameters")
     fig.update_xaxes(type="category")
-    fig.update_yaxes(title_text="held-out bits per byte", secondary_y=True)
+    # its own round ticks (plotly would sync them to the left axis's grid lines: 2.328, 2.666, …)
+    fig.update_yaxes(title_text="held-out bits per byte", secondary_y=True, tickmode="auto", showgrid=False)
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
