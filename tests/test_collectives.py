@@ -182,3 +182,33 @@ def test_a_fit_whose_free_latency_is_negative_holds_it_at_zero(monkeypatch) -> N
     assert alpha == 0.0 and bandwidth == pytest.approx(np.dot(sizes, sizes) / np.dot(sizes, times), rel=1e-12), \
         (alpha, bandwidth)
     assert look.fit_label((alpha, bandwidth)).startswith("α held at 0"), look.fit_label((alpha, bandwidth))
+
+
+def test_the_first_metric_of_a_run_is_the_bytes_each_rank_sent_over_the_ring_formula() -> None:
+    """The page's "Isolate one setting" opens on the first metric in sorted order: it is `bytes_sent_over_ring`,
+    at each (op, size) the mean over ranks of the bytes sent ÷ `ring_bytes` (no broadcast: it has no ring formula)."""
+    from scenarios.collectives.figures import mean_sent_over_ring
+    from scenarios.collectives.launch import SENT_OVER_RING
+    frame = tiny_result("collectives").frame
+    records = Records(frame)
+    metrics = sorted(m for m in frame["metric"].unique() if m != "diverged")
+    assert metrics[0] == SENT_OVER_RING, f"first metrics in sorted order: {metrics[:3]}"
+    for op in OPS:
+        recorded = records.series(op, SENT_OVER_RING)
+        steps = list(records.series(op, "size_bytes").index)
+        if op == "broadcast":
+            assert recorded.empty, f"broadcast has no ring formula, yet recorded {recorded.tolist()}"
+            continue
+        assert list(recorded.index) == steps, f"{op}: recorded at steps {list(recorded.index)}, sizes at {steps}"
+        for step, value in recorded.items():
+            assert value == pytest.approx(mean_sent_over_ring(records, op, step), rel=1e-12), (op, step, value)
+
+
+def test_the_dtensor_sentence_says_which_rows_rank_0_holds_of_how_many() -> None:
+    """'with Shard(0), rank 0 holds 5 of the 10 rows': both numbers re-read from the DTensor records."""
+    from sentence_checks import explained_and_holding
+    records = Records(tiny_result("collectives").frame)
+    explanation = explained_and_holding(SCENARIO, SCENARIO.tiny, records)
+    text = next(s.text for s in explanation.details if s.text.startswith("DTensor:"))
+    held, rows = records.at("DTensor", "rank_0/local_rows", 0), records.at("DTensor", "rows", 0)
+    assert f"with Shard(0), rank 0 holds {held:.0f} of the {rows:.0f} rows" in text, text

@@ -136,3 +136,28 @@ def test_without_cuda_there_is_no_cuda_arm_and_the_gpu_script_says_so() -> None:
     script = Path(__file__).resolve().parents[1] / "bench" / "gpu_checks_flash.py"
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "no CUDA" in done.stdout, done.stdout + done.stderr[-1000:]
+
+
+def test_the_memory_axis_is_ticked_at_the_lengths_measured_and_the_no_cuda_note_is_compact() -> None:
+    """Peak memory's N axis ticks at 128, 256, … (the sweep), with no ticktext the page's 1-2-5 log ticks would
+    replace; the exactness bars' labels lie flat; without CUDA records the kernels' figure is a short note."""
+    from explorer.view.look import polish
+    from scenarios.flash_attention.figures import CUDA, NO_CUDA_HEIGHT_PX
+    from tests.tiny_runs import tiny_frame
+    frame = tiny_frame(SCENARIO.id)
+    config = SCENARIO.validate(SCENARIO.tiny)
+    figures = SCENARIO.figures(frame, config)
+    lengths = sorted(Records(frame).series("standard attention", "peak_bytes").index)
+    axis = polish(figures["peak_memory"]).layout.xaxis
+    assert len(lengths) >= 2 and list(axis.tickvals) == lengths and axis.ticktext is None, (lengths, axis.tickvals)
+    assert figures["exactness"].layout.xaxis.tickangle == 0, figures["exactness"].layout.xaxis.tickangle
+    if CUDA not in set(frame["arm"]):
+        assert figures["cuda_kernels"].layout.height == NO_CUDA_HEIGHT_PX, figures["cuda_kernels"].layout.height
+
+
+def test_the_exactness_sentence_writes_its_differences_as_powers_of_ten() -> None:
+    """'at most 8.88×10⁻¹⁵', as the rest of the app writes small numbers, never '8.9e-15'."""
+    from scenarios.flash_attention.claims import exactness_sentence
+    from tests.tiny_runs import tiny_frame
+    text = exactness_sentence(Records(tiny_frame(SCENARIO.id))).text
+    assert "e-" not in text and ("×10" in text or "at most 0" in text), text

@@ -222,3 +222,22 @@ def test_scenario_weights_follow_the_6_db_per_bit_law() -> None:
     assert summary["sqnr_db_per_bit"] == pytest.approx(summary["sqnr_theory_db_per_bit"], abs=0.15), \
         f"{summary['sqnr_db_per_bit']:.3f} vs theory {summary['sqnr_theory_db_per_bit']:.3f} dB/bit"
     assert summary["mse_over_theory_8bit"] == pytest.approx(1.0, abs=0.1), f"8-bit MSE/(Δ²/12) {summary['mse_over_theory_8bit']:.3f}"
+
+
+def test_coinciding_schemes_stay_visible_and_the_float_line_is_named_in_the_legend() -> None:
+    """Asym per-tensor's Δ lies on sym per-tensor's: they differ in dash, width or marker so the one drawn first
+    shows; the float model's line is a legend entry, not a label under the 8-bit markers."""
+    from scenarios.records import Records
+    from tests.tiny_runs import tiny_result
+    frame = tiny_result(SCENARIO.id, schemes="all four").frame
+    config = SCENARIO.validate({**SCENARIO.tiny, "schemes": "all four"})
+    figures = SCENARIO.figures(frame, config)
+    styles = {t.name: (t.line.dash, t.line.width, t.marker.size, t.marker.symbol)
+              for t in figures["scale_zero_point"].data if t.name and t.name.startswith("PTQ")}
+    assert len(styles) == 4 and len(set(styles.values())) == 4, f"schemes drawn alike: {styles}"
+    for name in ("accuracy_vs_bits", "qat_vs_ptq", "loss_vs_bits"):
+        figure = figures[name]
+        floats = [t.name for t in figure.data if t.name and "float model" in t.name]
+        labels = [a.text for a in figure.layout.annotations if a.text and a.text.startswith("float")]
+        if Records(frame).has("test/accuracy", "float"):
+            assert len(floats) == 1 and not labels, f"{name}: legend {floats}, labels {labels}"

@@ -190,3 +190,20 @@ def test_through_the_worker_a_rerun_with_one_more_size_trains_only_the_new_point
         assert sent[-1]["status"] == "finished", sent[-1]
         counted.append(sum(m["kind"] == "event" and m["event"]["message"].endswith(": trained") for m in sent))
     assert counted == [6, 2], f"points trained by the first and the wider run: {counted}"
+
+
+def test_compute_budgets_and_the_fitted_floor_are_written_as_powers_of_ten_like_the_axes() -> None:
+    """The isoFLOP legend writes C as 5×10⁸ (the next chart's axis does), the title names the shaded band, and the
+    law's sentence writes a tiny E as 4.58×10⁻⁴, the way the floor sentence does (not 0.000458 beside it)."""
+    from tests.tiny_runs import tiny_frame
+    frame = tiny_frame(SCENARIO.id)
+    config = SCENARIO.validate(SCENARIO.tiny)
+    figure = SCENARIO.figures(frame, config)["isoflop"]
+    names = [t.name for t in figure.data if t.showlegend is not False]
+    assert names and all("×10" in n or n.startswith("C = 10") for n in names) and not any("e+" in n for n in names), names
+    assert "shaded: the sizes measured" in figure.layout.title.text, figure.layout.title.text
+    tiny = Records(frame).frame.assign(value=lambda f: f["value"].where(
+        ~((f["arm"] == FIT["non-embedding"]) & (f["metric"] == "E")), 4.58e-4))
+    from scenarios.scaling_laws.claims import floor_sentence, law_sentence
+    law, floor = law_sentence(Records(tiny), "non-embedding").text, floor_sentence(Records(tiny), "non-embedding").text
+    assert "E = 4.58×10⁻⁴" in law and "E at 4.58×10⁻⁴" in floor, (law, floor)

@@ -137,15 +137,16 @@ def dtensor(records: Records) -> Sentence | None:
     if records.at("DTensor", "shard_dim", len(TRANSITIONS) - 1) is None:
         return None
     rows = claim(records, lambda r: r.at("DTensor", "rank_0/local_rows", 0), shown=lambda v: f"{v:.0f}")
+    total = claim(records, lambda r: r.at("DTensor", "rows", 0), shown=lambda v: f"{v:.0f}")
     issued = [claim(records, lambda r, i=i: sum(count(r, "DTensor", f"collectives/{k}", i) or 0 for k in
                                                 ("all-gather", "all-to-all", "scatter", "all-reduce", "broadcast")),
                     shown=lambda v: f"{v:.0f}") for i in range(1, len(TRANSITIONS))]
     sent = claim(records, lambda r: r.at("DTensor", "rank_0/sent_bytes", 2), shown=byte_size)
-    if rows is None or None in issued:
+    if rows is None or total is None or None in issued:
         return None
-    text = ("DTensor: Shard(0) leaves rank 0 {} of the rows; collectives issued: → Replicate() {}, back to Shard(0) {}"
-            + (" ({} sent)" if sent is not None else "") + ", → Shard(1) {}.")
-    return say(text, rows, issued[0], issued[1], *([sent] if sent is not None else []), issued[2])
+    text = ("DTensor: with Shard(0), rank 0 holds {} of the {} rows; collectives issued: → Replicate() {}, "
+            "back to Shard(0) {}" + (" ({} sent)" if sent is not None else "") + ", → Shard(1) {}.")
+    return say(text, rows, total, issued[0], issued[1], *([sent] if sent is not None else []), issued[2])
 
 
 def training(records: Records) -> Sentence | None:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from scenarios.collectives.launch import OPS, STRATEGIES, TRANSITIONS, UNIVERSE
-from scenarios.plotting import arm_colors, category_color, full_width, layout
+from scenarios.plotting import arm_colors, category_color, full_width, layout, legend_line
 from scenarios.records import Records
 from scenarios.words import MIB
 
@@ -105,11 +105,15 @@ def bytes_figure(records: Records) -> go.Figure:
                         line=dict(color=colors[op], dash="dot" if "by hand" in op else "solid"),
                         marker=dict(symbol=SYMBOLS[OPS.index(op)], size=9),
                         hovertemplate=f"{op}<br>S %{{x:.3s}}B<br>sent per rank %{{y:.3f}}·S<extra></extra>")
-    if n:
-        for factor, name in ((2 * (n - 1) / n, f"ring all-reduce 2(N−1)/N = {2 * (n - 1) / n:.3g}"),
-                             ((n - 1) / n, f"ring all-gather / reduce-scatter (N−1)/N = {(n - 1) / n:.3g}")):
-            fig.add_hline(y=factor, line_dash="dash", line_color="gray", annotation_text=name,
-                          annotation_position="top left")
+    if n:  # named in the legend: a label on the line sat under the markers on it, or above the plot's top edge
+        sizes = sorted({x for trace in fig.data for x in trace.x})
+        for factor, name, dash in ((2 * (n - 1) / n, f"ring all-reduce 2(N−1)/N = {2 * (n - 1) / n:.3g}", "dash"),
+                                   ((n - 1) / n, f"ring all-gather / reduce-scatter (N−1)/N = {(n - 1) / n:.3g}", "dot")):
+            if len(sizes) > 1:
+                legend_line(fig, factor, name, dash=dash)
+            elif sizes:  # one size: a line from S to S draws nothing, so a level mark on the points
+                fig.add_scatter(x=sizes, y=[factor], mode="markers", name=name, hovertemplate=f"{name}<extra></extra>",
+                                marker=dict(symbol="line-ew-open", size=36, color="gray", line=dict(width=2)))
     fig.update_xaxes(type="log", exponentformat="SI")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return layout(fig, f"Bytes sent per rank ÷ S, and the ring formula{f' (N={n})' if n else ''}",

@@ -7,7 +7,7 @@ size), per DTensor transition and per training step. Starting a rank — importi
 costs about 4 s of CPU here, far more than the measurements themselves.
 """
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from engines.distributed.launch import launched as launch_items, timeout_for
 from engines.loop.records import Diverged, StepRecord
@@ -91,19 +91,38 @@ def estimate(config) -> Estimate:
     return Estimate(0.5 + (START_S + FIXED_S) * share + calls, process_bytes(config) * world)
 
 
-def item_of(record: dict):
-    """One rank's record as a driver item: `(arm, StepRecord)`, or `(arm, Diverged)` from rank 0 (every
-    rank ends a diverged arm at the same step; the others' word is skipped)."""
-    if "diverged" in record:
-        return (record["arm"], Diverged(record["step"], record["diverged"])) if record["rank"] == 0 else None
-    return record["arm"], StepRecord(record["step"], {k: float(v) for k, v in record["metrics"].items()})
+SENT_OVER_RING = "bytes_sent_over_ring"  # first in a sorted list of the metrics: the page's default to compare
+
+
+def items_of(world: int) -> Callable[[dict], tuple | None]:
+    """Each rank's record as a driver item: `(arm, StepRecord)`, or `(arm, Diverged)` from rank 0 (every
+    rank ends a diverged arm at the same step; the others' word is skipped). The record that completes an
+    (op, size) also carries `SENT_OVER_RING`: the bytes sent per rank (mean over the ranks) ÷ the ring
+    formula's (`ring_bytes`; broadcast has none), the number the page's first sentence states."""
+    sent: dict[tuple[str, int], dict[int, float]] = {}
+    rings: dict[tuple[str, int], float] = {}
+
+    def item_of(record: dict) -> tuple | None:
+        arm, step, rank = record["arm"], record["step"], record["rank"]
+        if "diverged" in record:
+            return (arm, Diverged(step, record["diverged"])) if rank == 0 else None
+        metrics = {k: float(v) for k, v in record["metrics"].items()}
+        key = (arm, step)
+        if arm in OPS and f"rank_{rank}/sent_bytes" in metrics:  # the DTensor's and the steps' bytes have no formula
+            sent.setdefault(key, {})[rank] = metrics[f"rank_{rank}/sent_bytes"]
+        if "ring_bytes" in metrics:
+            rings[key] = metrics["ring_bytes"]
+        if len(sent.get(key, ())) == world and rings.get(key):
+            metrics[SENT_OVER_RING] = sum(sent.pop(key).values()) / world / rings.pop(key)
+        return arm, StepRecord(step, metrics)
+    return item_of
 
 
 def launched(config) -> Iterator:
     """The ranks' records as items, with notes while they start and between records; the launch's limit
     follows the estimate (`timeout_for`)."""
     world = config.world_size
-    return launch_items(job_of(config), world, item_of, timeout_s=timeout_for(estimate(config).seconds),
+    return launch_items(job_of(config), world, items_of(world), timeout_s=timeout_for(estimate(config).seconds),
                         starting=f"starting {world} rank processes",
                         still_starting=f"starting {world} rank processes: about 4 s of CPU each (importing torch, "
                                        "gloo, DTensor and FSDP), longer than every measurement after it",

@@ -1,6 +1,11 @@
 """FlashAttention, drawn: HBM traffic by the IO model against the SRAM size, measured peak memory
 against N, the float64 differences from the explicit form, where each float format's naive softmax
-overflows, and (on CUDA) SDPA's kernels (said in claims.py)."""
+overflows, and (on CUDA) SDPA's kernels (said in claims.py).
+
+Ticks at the values measured: a log axis ticked at them (the N of the memory sweep, the M of the IO grid)
+sets `tickvals` and leaves `ticktext` to plotly.js, which writes them in full ("128", "1024"); with a
+`ticktext` equal to the numbers written out, the page's finishing (explorer/view/look.py) takes the axis for
+its own 1-2-5 log ticks and relabels it 200, 500, 1000."""
 import numpy as np
 import plotly.graph_objects as go
 
@@ -10,8 +15,9 @@ from scenarios.records import Records
 IO, EXACT, STANDARD, TILED, CUDA = "IO model (per head)", "exactness (float64)", "standard attention", "tiled attention", "SDPA on CUDA"
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 IO_LINES = {"standard": "standard", "standard_mask_dropout": "standard + mask + dropout", "tiled": "tiled (FlashAttention)"}
-ERRORS = {"out_vs_explicit": "O vs softmax(QKᵀ/√d)V", "out_vs_sdpa": "O vs SDPA", "lse": "L vs logsumexp",
-          "grad_q": "dQ", "grad_k": "dK", "grad_v": "dV"}
+ERRORS = {"out_vs_explicit": "O vs<br>explicit", "out_vs_sdpa": "O vs<br>SDPA", "lse": "L vs<br>logsumexp",
+          "grad_q": "dQ", "grad_k": "dK", "grad_v": "dV"}  # two short lines each: six side by side in half a page
+NO_CUDA_HEIGHT_PX = 170  # the no-CUDA note: a title and two lines, not a whole empty chart
 BACKENDS = ("flash", "memory_efficient", "math")
 MIB = 2 ** 20
 FLOOR = 1e-17  # a difference of exactly 0, drawn on the log axis
@@ -31,7 +37,7 @@ def io_figure(records: Records, sram_kib: int, n: int, d: int) -> go.Figure:
                         customdata=[cols.get(k, 0) for k in kib],
                         hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g} MiB<extra></extra>")
     mark_setting(fig, records, sram_kib, [records.at(IO, f"hbm_bytes/{line}", sram_kib) for line in IO_LINES], MIB)
-    fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
+    fig.update_xaxes(type="log", tickvals=sorted(cols))  # the grid's own M (no ticktext: the module docstring)
     fig = layout(fig, f"HBM traffic, forward + backward, one head (N = {n}, d = {d}, fp16)",
                  "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys)", "MiB read + written (IO model)", log_y=True)
     fig.update_layout(legend=dict(x=0.01, y=0.02, xanchor="left", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)"),
@@ -63,7 +69,7 @@ def io_ratio_figure(records: Records, sram_kib: int) -> go.Figure:
               ((records.at(IO, f"hbm_bytes/{line}", sram_kib), records.at(IO, "hbm_bytes/tiled", sram_kib))
                for line in ("standard", "standard_mask_dropout"))]
     mark_setting(fig, records, sram_kib, ratios, 1)
-    fig.update_xaxes(type="log", tickvals=sorted(cols), ticktext=[f"{k:g}" for k in sorted(cols)])
+    fig.update_xaxes(type="log", tickvals=sorted(cols))
     fig = layout(fig, "How many times fewer HBM bytes the tiled kernel moves", "SRAM M (KiB)", "standard ÷ tiled bytes")
     fig.update_layout(legend=dict(x=0.01, y=0.98, xanchor="left", yanchor="top"), legend_title_text="ratio")
     fig.update_yaxes(rangemode="tozero")
@@ -84,7 +90,7 @@ def memory_figure(records: Records, block: int) -> go.Figure:
         fig.add_scatter(x=scores.index, y=scores.to_numpy() / MIB, mode="lines", name="one N × N float32 matrix",
                         line=dict(color="gray", dash="dot"))
     lengths = sorted({*records.series(STANDARD, "peak_bytes").index, *records.series(TILED, "peak_bytes").index})
-    fig.update_xaxes(type="log", tickvals=lengths, ticktext=[f"{n:g}" for n in lengths])
+    fig.update_xaxes(type="log", tickvals=lengths)  # the N measured (no ticktext: the module docstring)
     fig = layout(fig, f"Peak memory of forward + backward, measured (MemTracker; tiles {block} × {block})",
                  "sequence length N", "MiB above Q, K, V, dO (float32, d as set)", log_y=True)
     fig.update_yaxes(**log_ticks(shown))
@@ -99,11 +105,13 @@ def exactness_figure(records: Records) -> go.Figure:
         if all(v is not None for v in values):
             fig.add_bar(x=list(ERRORS.values()), y=[max(v, FLOOR) for v in values], name=name,
                         marker_color=category_color(step), hovertemplate="%{x}: %{y:.2e}<extra></extra>")
-    fig.add_scatter(x=list(ERRORS.values()), y=[1e-12] * len(ERRORS), mode="lines", name="1e-12, the tests' bound",
+    fig.add_scatter(x=list(ERRORS.values()), y=[1e-12] * len(ERRORS), mode="lines", name="10⁻¹², the tests' bound",
                     line=dict(color="black", dash="dash"))
-    fig = layout(fig, "Tiled vs the explicit form, float64", "quantity (forward, then backward)",
-                 "largest |tiled − reference| (0 drawn at 1e-17)", log_y=True)
-    fig.update_layout(legend_title_text="mask", barmode="group")
+    fig = layout(fig, "Tiled vs the explicit form, float64", "forward, then backward (explicit: softmax(QKᵀ/√d)V)",
+                 "largest |tiled − reference| (0 drawn at 10⁻¹⁷)", log_y=True)
+    fig.update_xaxes(tickangle=0)
+    fig.update_layout(legend_title_text="mask", barmode="group",  # below: the six pairs of bars keep the width
+                      legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
     return fig
 
 
@@ -152,7 +160,7 @@ def lse_error_figure(records: Records) -> go.Figure:
                             line=dict(color=category_color(i), dash=dash, width=width))
     fig.update_xaxes(type="log", **log_ticks(x for trace in fig.data for x in trace.x))
     fig = layout(fig, "logsumexp([x, 0]): relative error, naive vs shifted", "logit x (log scale)",
-                 "|computed − exact| / exact (0 drawn at 1e-17)", log_y=True)
+                 "|computed − exact| / exact (0 drawn at 10⁻¹⁷)", log_y=True)
     fig.update_layout(legend_title_text="format, form")
     return fig
 
@@ -171,7 +179,8 @@ def cuda_figure(records: Records) -> go.Figure:
                                 "(bench/gpu_checks_flash.py)", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-        return layout(fig, "SDPA's kernels on CUDA", "", "")
+        fig = layout(fig, "SDPA's kernels on CUDA", "", "")
+        return fig.update_layout(height=NO_CUDA_HEIGHT_PX, margin=dict(t=50, b=10))
     fig.update_xaxes(type="log")
     fig = layout(fig, "SDPA's kernels on CUDA, fp16, forward + backward (8 × 16 heads)", "sequence length N",
                  "ms (median of 5)", log_y=True)

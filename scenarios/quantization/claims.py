@@ -222,8 +222,10 @@ def straight_through(records: Records, qat: str) -> Sentence | None:
     gap = claim("{}", ste_extreme(qat, "ste_gap", max), records)
     if passed is None or gap is None:
         return None
+    same = ("∂L/∂w equals mask·∂L/∂ŵ exactly (largest difference {})" if gap.value == 0 else  # held by the gap claim
+            "∂L/∂w differs from mask·∂L/∂ŵ by at most {}")
     return say("QAT's straight-through gradient: the clamp mask passed at least {} of every layer's weights at every "
-               "logged step, and ∂L/∂w equals mask·∂L/∂ŵ to {} (largest difference)", passed, gap)
+               "logged step, and " + same, passed, gap)
 
 
 # --- the summary ----------------------------------------------------------------------------

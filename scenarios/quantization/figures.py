@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import curves_figure, layout
+from scenarios.plotting import curves_figure, layout, legend_line
 from scenarios.records import Records
 
 TENSOR, CHANNEL = "PTQ sym · per-tensor", "PTQ sym · per-channel"  # the grids drawn are these arms' schemes
@@ -32,9 +32,8 @@ def vs_bits_figure(records: Records, colors: dict[str, str], arms: list[str], me
                         marker=dict(symbol="diamond" if qat else "circle", size=8),
                         hovertemplate=f"{arm}<br>%{{x}} bits<br>%{{y:.4g}}<extra></extra>")
     float_value = records.last("float", metric)
-    if float_value is not None:
-        fig.add_hline(y=float_value * scale, line_dash="dot", line_color=colors.get("float"),
-                      annotation_text=f"float {float_value * scale:.3g}", annotation_position="bottom right")
+    if float_value is not None:  # named in the legend: a label on the line sat under the widest bit width's markers
+        legend_line(fig, float_value * scale, f"unquantized float model {float_value * scale:.3g}", dash="dot")
     fig.add_hline(y=100 / n_classes if accuracy else float(np.log(n_classes)), line_dash="dash", line_color="gray",
                   annotation_text="chance", annotation_position="top right" if accuracy else "bottom right")
     fig.update_xaxes(dtick=1)
@@ -138,9 +137,8 @@ def qat_figure(records: Records, colors: dict[str, str], scheme: str, ptq_arm: s
                         marker=dict(symbol="diamond" if qat else "circle", size=8), row=1, col=1,
                         hovertemplate=f"{arm}<br>%{{x}} bits<br>%{{y:.1f}}%<extra></extra>")
     float_acc = records.last("float", "test/accuracy")
-    if float_acc is not None:
-        fig.add_hline(y=100 * float_acc, line_dash="dot", line_color=colors.get("float"), row=1, col=1,
-                      annotation_text="float", annotation_position="bottom right")
+    if float_acc is not None:  # before the right panel's traces: the line spans the x range of those drawn so far
+        legend_line(fig, 100 * float_acc, f"unquantized float model {100 * float_acc:.3g}", dash="dot")
     for dash, bits in zip(["solid", "dash", "dot", "dashdot"], qat_bits):
         rows = records.by_step(qat_arm, f"qat_loss/bits_{bits:02d}")
         fig.add_scatter(x=list(rows), y=list(rows.values()), name=f"QAT {bits}-bit, training batch", mode="lines",
@@ -168,7 +166,7 @@ def scale_figure(records: Records, colors: dict[str, str], arms: list[str], laye
         for arm in arms:
             values = records.by_step(arm, f"{metric}/layer_{layer:02d}")
             fig.add_scatter(x=list(values), y=list(values.values()), name=arm, legendgroup=arm, showlegend=col == 1,
-                            mode="lines+markers", line=dict(color=colors.get(arm)), row=1, col=col,
+                            mode="lines+markers", line=scheme_line(arm, colors), marker=scheme_marker(arm), row=1, col=col,
                             hovertemplate=f"{arm}<br>%{{x}} bits<br>{metric} %{{y:.4g}}<extra></extra>")
     absmax = records.values("float", f"channel_absmax/layer_{layer:02d}")
     bits = sorted({b for arm in arms for b in records.by_step(arm, f"scale/layer_{layer:02d}")})
@@ -182,6 +180,18 @@ def scale_figure(records: Records, colors: dict[str, str], arms: list[str], laye
     fig.update_layout(title=f"Layer {layer}: the observer's scale and zero-point per bit width "
                             "(per-channel: the median-scale channel)", margin=dict(l=60, r=20, t=70, b=50), legend=BELOW)
     return fig
+
+
+def scheme_line(arm: str, colors: dict[str, str]) -> dict:
+    """Schemes often share a value (asym per-tensor's Δ is sym per-tensor's when the weights straddle 0 evenly;
+    every symmetric z is 0), so each keeps a style that shows from under another: per-tensor wide, per-channel
+    narrow; asymmetric dashed, so a symmetric line shows through its gaps."""
+    return dict(color=colors.get(arm), width=4 if "per-tensor" in arm else 2, dash="dash" if "asym ·" in arm else "solid")
+
+
+def scheme_marker(arm: str) -> dict:
+    """Symmetric: large circles; asymmetric: smaller diamonds, so a symmetric marker rings an asymmetric one on it."""
+    return dict(symbol="diamond", size=7) if "asym ·" in arm else dict(symbol="circle", size=11)
 
 
 def ste_figure(records: Records, colors: dict[str, str], qat_arm: str, qat_bits: list[int]) -> go.Figure:

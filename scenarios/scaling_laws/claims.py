@@ -32,7 +32,7 @@ def law_sentence(records: Records, count: str) -> Sentence | None:
     arm = FIT[count]
     if not records.has("alpha", arm):
         return None
-    parts = [Computed(f"{{}}", records.first(arm, name), fit_value(count, name), shown=f"{records.first(arm, name):.3g}")
+    parts = [Computed("{}", records.first(arm, name), fit_value(count, name))  # fmt: E = 4.58×10⁻⁴ as elsewhere
              for name in ("E", "alpha", "beta", "a", "b")]
     return say(f"Fitted with N counted {count}: L = E + A/N^α + B/D^β with E = {{}}, α = {{}}, β = {{}}; so the "
                "compute-optimal N ∝ C^{} and D ∝ C^{} (Chinchilla: 0.5 each; Kaplan: N ∝ C^0.73)", *parts)
@@ -43,9 +43,9 @@ def other_count_sentence(records: Records, count: str, other: str) -> Sentence |
         return None
     a, b = records.first(FIT[other], "a"), records.first(FIT[other], "b")
     return say(f"Counting N {other} instead moves the exponents to N ∝ C^{{}}, D ∝ C^{{}} (from {{}} and {{}} {count})",
-               Computed("{}", a, fit_value(other, "a"), shown=f"{a:.3g}"), Computed("{}", b, fit_value(other, "b"), shown=f"{b:.3g}"),
-               Computed("{}", records.first(FIT[count], "a"), fit_value(count, "a"), shown=f"{records.first(FIT[count], 'a'):.3g}"),
-               Computed("{}", records.first(FIT[count], "b"), fit_value(count, "b"), shown=f"{records.first(FIT[count], 'b'):.3g}"))
+               Computed("{}", a, fit_value(other, "a")), Computed("{}", b, fit_value(other, "b")),
+               Computed("{}", records.first(FIT[count], "a"), fit_value(count, "a")),
+               Computed("{}", records.first(FIT[count], "b"), fit_value(count, "b")))
 
 
 def _gain(table, tokens: float) -> float:

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from engines.sequence.scaling_law import CHINCHILLA_A, CHINCHILLA_B, FIELDS, KAPLAN_A, Law
-from scenarios.plotting import layout
+from scenarios.plotting import layout, tick_text
 from scenarios.records import Records
 from scenarios.scaling_laws.grid import COUNTS, FIT, OPTIMUM, SOURCE, grid_table
 
@@ -53,11 +53,11 @@ def isoflop_figure(records: Records, count: str) -> go.Figure:
     computes = records.series(optima, "compute")
     if law is not None and not computes.empty:
         low, high = table[column].min(), table[column].max()
-        fig.add_vrect(x0=low, x1=high, fillcolor="lightgray", opacity=0.25, line_width=0,
-                      annotation_text="sizes measured", annotation_position="top left")
+        # said in the title: a rectangle's own label on a log axis is placed at 10^x (plotly.js) and never shows
+        fig.add_vrect(x0=low, x1=high, fillcolor="lightgray", opacity=0.25, line_width=0)
         n = np.geomspace(low / 4, high * 4, 80)
         for (k, compute), shade in zip(computes.items(), _shades(len(computes), "Plasma")):
-            name = f"C = {compute:.0e} FLOPs"
+            name = f"C = {tick_text(compute)} FLOPs"  # 5×10⁸, as the next chart's axis writes it
             fig.add_scatter(x=n, y=law.isoflop(compute, n), mode="lines", line=dict(color=shade), name=name,
                             legendgroup=name, hovertemplate=f"{name}<br>N = %{{x:,.0f}}<br>fitted loss %{{y:.4f}}<extra></extra>")
             n_opt, loss_opt = records.at(optima, "n_opt", k), records.at(optima, "loss_opt", k)
@@ -65,7 +65,7 @@ def isoflop_figure(records: Records, count: str) -> go.Figure:
                             name=f"optimum at {name}", legendgroup=name, showlegend=False,
                             hovertemplate=f"{name}<br>N_opt = %{{x:,.0f}}<br>loss %{{y:.4f}}<extra></extra>")
     fig.update_xaxes(type="log")
-    layout(fig, "IsoFLOP curves L(N, C/6N) of the fitted law; stars: the compute-optimal N",
+    layout(fig, "IsoFLOP curves L(N, C/6N) of the fitted law; stars: the compute-optimal N; shaded: the sizes measured",
            f"N: parameters {count} (log scale)", "fitted held-out loss (nats per word)")
     return fig.update_layout(legend_title_text="compute budget")
 
