@@ -193,10 +193,17 @@ def log_ticks(values: Iterable[float]) -> dict:
 
 
 def is_own_log_ticks(axis) -> bool:
-    """Whether a log axis's ticks are plotly's or `log_ticks`'s (not a scenario's own tick labels)."""
+    """Whether a log axis's ticks are plotly's or `log_ticks`'s (not a scenario's own tick labels): those are
+    1, 2, 5 or every 1…9 × 10^k. Ticks at the data (sequence lengths 128…1024, ranks 1, 2, 4, 8) are the
+    scenario's, even when written as `tick_text` writes them."""
     if axis.tickvals is None:
         return axis.dtick in (None, 1, "1", "D1", "D2")
-    return axis.ticktext is not None and list(axis.ticktext) == [tick_text(v) for v in axis.tickvals]
+    if axis.ticktext is None or list(axis.ticktext) != [tick_text(v) for v in axis.tickvals]:
+        return False
+    values = [float(v) for v in axis.tickvals if isinstance(v, (int, float)) and v > 0]
+    mantissas = {round(v / 10 ** math.floor(math.log10(v)), 6) for v in values}
+    return len(values) == len(axis.tickvals) and all(m == int(m) for m in mantissas) and (
+        mantissas <= {1.0, 2.0, 5.0} or len(mantissas) >= 6)
 
 
 def spans_decades(values: Iterable[float], decades: float = 2.0) -> bool:

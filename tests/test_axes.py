@@ -60,3 +60,13 @@ def test_a_line_far_from_the_data_keeps_an_integer_axis_from_a_tick_at_every_int
     near = go.Figure(go.Scatter(x=[1, 2, 3], y=[1.0, 2.0, 3.0]))
     near.update_xaxes(title_text="step")
     assert polish(near).layout.xaxis.dtick == 1, "three integers still get a tick each"
+
+
+def test_ticks_at_the_data_are_the_scenarios_own_even_in_tick_texts_writing() -> None:
+    """flash-attention's peak memory at N = 128…1024 and ranks 1, 2, 4, 8 are the data's ticks: the page keeps
+    them; 1, 2, 5 × 10^k and every 1…9 × 10^k are `log_ticks`' own, which the page may redraw."""
+    def axis(values):
+        return go.Figure().update_xaxes(type="log", tickvals=values, ticktext=[tick_text(v) for v in values]).layout.xaxis
+    assert not is_own_log_ticks(axis([128, 256, 512, 1024])) and not is_own_log_ticks(axis([1, 2, 4, 8]))
+    assert is_own_log_ticks(axis([0.5, 1, 2, 5, 10])) and is_own_log_ticks(axis([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    assert is_own_log_ticks(axis(log_ticks([3, 70])["tickvals"]))
