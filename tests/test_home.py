@@ -193,3 +193,16 @@ def test_a_cards_bar_picture_drops_value_labels_and_wraps_category_names() -> No
                                                               figures["memory"].layout.xaxis.ticktext], names
     lines = small(figures["memory"], "qlora", "run", "memory")
     assert all(t.cliponaxis is False for t in lines.data if t.type == "scatter")
+
+
+def test_a_cards_axis_keeps_at_most_four_of_a_figures_listed_ticks() -> None:
+    """flash-attention's SRAM sizes 16…1024 as ticks: at card width "128 192 256" ran together."""
+    from explorer.page.pictures import MAX_CARD_TICKS, small
+    scenario = get_scenario("flash-attention")
+    figures = scenario.figures(tiny_result("flash-attention").frame, scenario.validate(scenario.tiny))
+    full = figures["hbm_traffic"]
+    card = small(full, "flash-attention", "run", "hbm_traffic")
+    assert full.layout.xaxis.tickvals is not None and len(full.layout.xaxis.tickvals) > MAX_CARD_TICKS, full.layout.xaxis
+    for axis in (card.layout.xaxis, card.layout.yaxis):
+        assert axis.tickvals is None or len(axis.tickvals) <= MAX_CARD_TICKS, axis.tickvals
+    assert card.layout.xaxis.tickvals[0] == full.layout.xaxis.tickvals[0], "thinned, not replaced"

@@ -10,6 +10,7 @@ Picture runs go one at a time across the server (`AT_ONCE`), in reading order, s
 person's own Run never queues behind twenty of them; each scenario gets one try per server
 and code version; and they are started only while someone has the home open.
 """
+import math
 import threading
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from scenarios import get_scenario
 from scenarios.base import Scenario
 
 PICTURE_PX = 150   # a card's picture height
+MAX_CARD_TICKS = 4  # tick labels a card's axis holds apart
 AT_ONCE = 1        # picture runs training at once, server-wide
 PICTURE_NAME = "home picture"  # the name a picture run gets in the store, so Runs says why it is there
 
@@ -158,6 +160,11 @@ def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Fig
     thumb.update_yaxes(title_text="")
     for axes in (thumb.update_xaxes, thumb.update_yaxes):  # a log axis at card size: powers of ten only
         axes(dtick=1, selector=dict(type="log"))           # (its 2s and 5s ran into each other)
+    for axis in [*thumb.select_xaxes(), *thumb.select_yaxes()]:  # at most four ticks of a list a card's axis
+        if axis.tickvals is not None and len(axis.tickvals) > MAX_CARD_TICKS:  # cannot hold apart (128 192 256)
+            keep = slice(None, None, math.ceil(len(axis.tickvals) / MAX_CARD_TICKS))
+            axis.update(tickvals=list(axis.tickvals)[keep],
+                        ticktext=list(axis.ticktext)[keep] if axis.ticktext is not None else None)
     for axis in thumb.select_xaxes():  # category names on two lines ran into each other: short lines instead
         if axis.ticktext:
             axis.update(ticktext=[wrapped(str(text).replace("<br>", " ")) for text in axis.ticktext], tickangle=0)
