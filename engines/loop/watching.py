@@ -11,8 +11,9 @@ every module that owns trainable parameters (engines/loop/model_parts.py), throu
 - the optimizer's step pre-hook reads every weight gradient as the step will use it: after
   gradient accumulation, after DDP's all-reduce, after `GradScaler.unscale_` (gradients still
   scaled — a fused optimizer unscales inside its step — have their norms divided by the scale):
-  one fused `torch._foreach_norm` in float32 (float64 where a weight is float64; a norm that comes out ≤ `TINY`, where squares may
-  have underflowed, is summed again in float64 before it is recorded); and it copies the weights
+  one fused `torch._foreach_norm` in float32 (float64 where a weight is float64; a norm that comes
+  out ≤ `TINY`, where squares may have underflowed, is summed again in float64 before it is
+  recorded); and it copies the weights
   (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept between logged steps, `_keeps`);
 - the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (norms fused; every kind summed
   per module in float64 at once), the
