@@ -15,6 +15,7 @@ from typing import Any
 APP_SCRIPT = Path(__file__).resolve().with_name("app.py")
 
 SETTINGS: dict[str, dict[str, Any]] = {
+    "global": {"disableWidgetStateDuplicationWarning": True},
     "server": {
         "address": "localhost",
         "allowedHosts": ["localhost", "*.localhost", "127.0.0.1", "::1"],

@@ -42,30 +42,41 @@ def log_label(value: float) -> str:
 
 
 def config_controls(scenario: Scenario) -> dict[str, Any]:
-    """Draw one widget per Config field (in the current container); return the values."""
+    """Draw one widget per Config field (in the current container); return the values. Each widget is
+    also given its current value as its default: a browser that mounts it afresh (its state dropped
+    between page runs) then shows that value, not a slider's minimum or a toggle off (see `seed_state`)."""
     values: dict[str, Any] = {}
     for name, spec in scenario.field_specs().items():
         key = widget_key(scenario, name)
-        seed_state(key, spec["default"])
+        current = seed_state(key, spec["default"])
         label, help_text = name.replace("_", " "), spec["description"] or None
         kind = spec["kind"]
         if kind == "choice":
-            values[name] = st.selectbox(label, spec["choices"], key=key, help=help_text)
+            index = spec["choices"].index(current) if current in spec["choices"] else 0
+            values[name] = st.selectbox(label, spec["choices"], index=index, key=key, help=help_text)
         elif kind == "bool":
-            values[name] = st.toggle(label, key=key, help=help_text)
+            values[name] = st.toggle(label, value=bool(current), key=key, help=help_text)
         elif kind in ("int", "float") and "ge" in spec and "le" in spec:
             low, high = spec["ge"], spec["le"]
+            shown = {"value": current} if _within(current, low, high) else {}
             if spec["scale"] == "log":  # the grid also holds the current value (a link may carry 3e-4)
                 options = log_grid(low, high, spec["default"], st.session_state[key])
-                values[name] = st.select_slider(label, options=options, key=key,
+                values[name] = st.select_slider(label, options=options, key=key, **shown,
                                                 help=help_text, format_func=log_label)
             elif kind == "int" and high - low > SLIDER_MAX_VALUES:
-                values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, help=help_text)
+                values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, **shown,
+                                               help=help_text)
             else:
-                values[name] = st.slider(label, min_value=low, max_value=high, key=key, help=help_text)
+                values[name] = st.slider(label, min_value=low, max_value=high, key=key, **shown, help=help_text)
         else:
-            values[name] = st.text_input(label, key=key, help=help_text)
+            values[name] = st.text_input(label, value=str(current), key=key, help=help_text)
     return values
+
+
+def _within(value: Any, low: float, high: float) -> bool:
+    """`value` can be a number widget's default: of its bounds' type (Streamlit asks one type of all
+    three) and between them."""
+    return type(value) is type(low) is type(high) and low <= value <= high
 
 
 def seed_state(key: str, default: Any) -> Any:

@@ -96,7 +96,7 @@ def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) ->
         handle.stop()
         handle.join(timeout=2.0)
         st.rerun()  # Run was drawn above while the run went on (off): draw the page as it is now
-    row.toggle("auto-run", key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
+    row.toggle("auto-run", value=auto, key=auto_key, help="Run new settings by themselves, 0.3 s after a setting stops "
                     "moving (a run of the old settings is stopped). Off: press Run.")
     note = run_note(scenario, config, problem, machine, too_large, handle, repeat, auto, no_workers, estimate,
                     pool.name == "ray")
