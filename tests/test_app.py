@@ -147,28 +147,6 @@ def test_opening_a_page_with_a_link_starts_nothing() -> None:
     assert "run:vanishing-gradients" not in at.session_state and progress_text(at) == ""
 
 
-def test_every_widget_is_drawn_with_the_value_the_server_holds_as_its_default() -> None:
-    """A browser that mounts a widget afresh (its state dropped between page runs) shows the proto's
-    default and sends it back: a default of a slider's minimum or a toggle off would then move the
-    setting by itself (CI once found auto-run off after two slider moves). Each default is the value."""
-    at = AppTest.from_function(scenario_page, args=("vanishing-gradients",), default_timeout=60)
-    for name, value in {"depth": "7", "activation": "relu", "residual": "true", "lr": "0.01"}.items():
-        at.query_params[name] = value
-    at.run()
-    depth = at.sidebar.slider(key="vanishing-gradients.depth")
-    assert (depth.value, list(depth.proto.default)) == (7, [7.0]), depth.proto
-    activation = at.sidebar.selectbox(key="vanishing-gradients.activation")
-    assert activation.options[activation.proto.default] == activation.value == "relu", activation.proto
-    residual = at.sidebar.toggle(key="vanishing-gradients.residual")
-    assert residual.value is True and residual.proto.default is True, residual.proto
-    lr = at.sidebar.select_slider(key="vanishing-gradients.lr")
-    assert float(lr.options[int(lr.proto.default[0])]) == lr.value == 0.01, (lr.options, lr.proto.default)
-    auto = at.toggle(key="autorun:vanishing-gradients")
-    assert auto.value is True and auto.proto.default is True, auto.proto
-    auto.set_value(False).run()
-    auto = at.toggle(key="autorun:vanishing-gradients")
-    assert auto.value is False and auto.proto.default is False, "turned off, its default follows"
-
 def test_with_auto_run_off_a_moved_slider_does_not_restart_the_run() -> None:
     at = open_page(auto=False)
     at.sidebar.slider(key="vanishing-gradients.steps").set_value(3000)
