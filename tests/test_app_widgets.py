@@ -24,3 +24,15 @@ def test_every_widget_is_drawn_with_the_value_the_server_holds_as_its_default() 
     auto.set_value(False).run()
     auto = at.toggle(key="autorun:vanishing-gradients")
     assert auto.value is False and auto.proto.default is False, "turned off, its default follows"
+
+
+def test_the_seed_controls_are_drawn_with_the_values_a_link_gave_as_their_defaults() -> None:
+    """"repeat over seeds" and its band, restored from a link: a fresh mount shows 3 and mean ± std, not 1."""
+    at = AppTest.from_function(scenario_page, args=("vanishing-gradients",), default_timeout=60)
+    at.session_state["autorun:vanishing-gradients"] = False
+    at.query_params["seeds"], at.query_params["band"] = "3", "mean ± std"
+    at.run()
+    repeat = at.sidebar.number_input(key="seeds:vanishing-gradients")
+    assert repeat.value == 3 and repeat.proto.default == 3, repeat.proto
+    band = at.sidebar.radio(key="band:vanishing-gradients")
+    assert band.value == "mean ± std" and band.options[band.proto.default] == "mean ± std", band.proto

@@ -235,13 +235,18 @@ def seed_controls(scenario: Scenario) -> tuple[int, str]:
     """'Repeat over seeds' and the band to draw: page options, not Config fields (in the URL as page
     state, explorer/page/share.py)."""
     st.divider()
-    repeat = st.number_input("repeat over seeds", min_value=1, max_value=MAX_SEEDS, value=1, step=1,
+    # each widget's default is its current value: a browser mounting it afresh shows that (see controls.py)
+    current = st.session_state.get(f"seeds:{scenario.id}", 1)
+    repeat = st.number_input("repeat over seeds", min_value=1, max_value=MAX_SEEDS,
+                             value=current if isinstance(current, int) and 1 <= current <= MAX_SEEDS else 1, step=1,
                              key=f"seeds:{scenario.id}",
                              help="Run seeds s … s+N−1 of these settings (each run is stored) and draw the "
                                   "mean over seeds with a band, to tell an effect from noise.")
     band = "min–max"
     if repeat > 1:
-        band = st.radio("band", list(BANDS), horizontal=True, key=f"band:{scenario.id}",
+        shown = st.session_state.get(f"band:{scenario.id}")
+        band = st.radio("band", list(BANDS), index=list(BANDS).index(shown) if shown in BANDS else 0,
+                        horizontal=True, key=f"band:{scenario.id}",
                         help="min–max: the figure drawn from the smallest and largest value over seeds at "
                              "every point; mean ± std: from the mean minus and plus one standard deviation.")
     return int(repeat), band
