@@ -62,7 +62,7 @@ function themed(layout, element) {
 }
 
 // A title wider than its chart (half the page on a narrow screen) would run into its neighbour's:
-// it is split at the space nearest its middle, and the top margin grows by a line.
+// it wraps onto as few lines as fit, of even lengths, and the top margin grows by a line for each.
 function wrapTitle(layout, element) {
   const title = typeof layout.title === "string" ? {text: layout.title} : layout.title;
   const text = title && title.text;
@@ -72,17 +72,33 @@ function wrapTitle(layout, element) {
   const size = (title.font && title.font.size) || Math.round(1.2 * ((layout.font && layout.font.size) || 14));
   const measure = wrapTitle.context = wrapTitle.context || document.createElement("canvas").getContext("2d");
   measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
-  if (measure.measureText(text).width <= width - 40) return layout;
-  let cut = -1;
-  for (let i = 0; i < text.length; i++) {
-    if (text[i] === " " && (cut < 0 || Math.abs(i - text.length / 2) < Math.abs(cut - text.length / 2))) cut = i;
+  const room = width - 40;
+  if (measure.measureText(text).width <= room) return layout;
+  const words = text.split(" ").filter((word) => word);
+  if (words.length < 2) return layout;
+  const fill = (most) => {  // words onto lines of at most `most` px (a longer word alone on its line)
+    const lines = [];
+    let line = "";
+    for (const word of words) {
+      const longer = line ? line + " " + word : word;
+      if (line && measure.measureText(longer).width > most) { lines.push(line); line = word; } else line = longer;
+    }
+    return line ? [...lines, line] : lines;
+  };
+  let lines = fill(room);
+  // even lines: the narrowest width that still needs no more lines than the room allows
+  let low = Math.max(...words.map((word) => measure.measureText(word).width)), high = room;
+  for (let i = 0; i < 12 && high - low > 1; i++) {
+    const middle = (low + high) / 2;
+    if (fill(middle).length <= lines.length) high = middle; else low = middle;
   }
-  if (cut < 0) return layout;
-  // hung from the top of the chart, so its second line grows down into the added margin, never into
-  // the subplot titles just above the plots
-  layout.title = Object.assign({}, title, {text: text.slice(0, cut) + "<br>" + text.slice(cut + 1),
+  lines = fill(high);
+  // hung from the top of the chart, so its lines grow down into the added margin, never into the
+  // subplot titles just above the plots
+  layout.title = Object.assign({}, title, {text: lines.join("<br>"),
                                            yref: "container", y: 1, yanchor: "top", pad: {t: 8 + Math.round(size / 2)}});
-  layout.margin = Object.assign({}, layout.margin, {t: ((layout.margin && layout.margin.t) || 100) + size + 4});
+  layout.margin = Object.assign({}, layout.margin,
+                                {t: ((layout.margin && layout.margin.t) || 100) + (lines.length - 1) * (size + 4)});
   return layout;
 }
 
@@ -206,6 +222,14 @@ export default function (component) {
 
 _CSS = """
 .explorer-chart { width: 100%; }
+/* The chart grid (explorer/view/live.py): two charts to a row, one to a row where the grid is narrower
+   than two charts need (a 1000 px window with the sidebar open left each ~300 px, legends wider than plots). */
+.st-key-explorer-charts { container-type: inline-size; }
+@container (max-width: 760px) {
+  .st-key-explorer-charts [data-testid="stHorizontalBlock"] { flex-direction: column; }
+  .st-key-explorer-charts [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {
+    width: 100% !important; min-width: 100%; flex: 1 1 auto !important; }
+}
 """
 
 _chart = st.components.v2.component("explorer_chart", js=_JS, css=_CSS, isolate_styles=False)

@@ -268,7 +268,13 @@ def chosen_charts(names: list[str], near: Collection[str] | None, before: Drawn 
 
 
 def draw_charts(scenario_id: str, drawn: Drawn) -> None:
-    """Charts two to a row, in the scenario's order; a full-width one takes a row of its own."""
+    """Charts two to a row, in the scenario's order; a full-width one takes a row of its own. Where the
+    grid is narrow the rows stack, one chart to a row (the `explorer-charts` rule in explorer/view/chart.py)."""
+    with st.container(key="explorer-charts"):
+        _chart_rows(scenario_id, drawn)
+
+
+def _chart_rows(scenario_id: str, drawn: Drawn) -> None:
     pair: list[str] = []
 
     def flush() -> None:
