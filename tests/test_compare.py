@@ -52,6 +52,21 @@ def test_isolation_keeps_only_runs_that_differ_in_that_field() -> None:
     figure = isolation_figure(SCENARIO, table, "depth", "loss", ["a", "b"])
     assert [t.name for t in figure.data] == ["a", "b"] and list(figure.data[0].x) == [10, 20]
     assert figure.layout.xaxis.title.text == "depth" and "loss" in figure.layout.yaxis.title.text
+    assert list(figure.layout.xaxis.tickvals) == [10, 20], "an integer setting is labelled at its measured values"
+
+
+def test_isolation_names_a_setting_as_the_sidebar_does_and_labels_whole_numbers_only() -> None:
+    """dpo-beta's sequence_steps at 80 and 82 was drawn with ticks 80, 80.5, 81, 81.5, 82 and titled
+    "sequence_steps": now "sequence steps", ticks at 80 and 82."""
+    from scenarios import get_scenario
+    scenario = get_scenario("dpo-beta")
+    config = {"sequence_steps": 80, "seed": 0}
+    runs = [(f"r{v}", {"sequence_steps": v, "seed": 0}, frame_of([("a", 5, "loss", v / 100)])) for v in (80, 82)]
+    figure = isolation_figure(scenario, isolation_table(config, runs, "sequence_steps", "loss"), "sequence_steps",
+                              "loss", ["a"])
+    assert figure.layout.xaxis.title.text == "sequence steps", figure.layout.xaxis.title.text
+    assert "sequence_steps" not in figure.layout.title.text, figure.layout.title.text
+    assert list(figure.layout.xaxis.tickvals) == [80, 82], figure.layout.xaxis.tickvals
 
 
 @pytest.mark.slow

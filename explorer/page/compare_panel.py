@@ -8,7 +8,7 @@ from explorer.page.session import run_store, stored_frame
 from explorer.page.share import MAX_COMPARED, choose_isolate, isolate_key, isolate_open_key, overlay_key
 from explorer.runs.handle import RunHandle
 from explorer.runs.store import COMPLETE, StoredRun
-from explorer.view.compare import Overlay, differences, isolation_figure, isolation_table, short_label
+from explorer.view.compare import Overlay, differences, field_label, isolation_figure, isolation_table, short_label
 from explorer.view.seeds import SeedGroup
 from scenarios.base import ConfigError, Scenario
 from scenarios.plotting import arms_in_order
@@ -112,14 +112,14 @@ def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: d
     key = isolate_key(scenario)
     if st.session_state.get(key) not in names:  # not chosen yet (or a link named it): the likeliest field
         st.session_state[key] = names[_default_field(current, runs)]
-    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,))
+    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,), format_func=field_label)
     metric = right.selectbox("Metric", metrics, index=metrics.index("loss") if "loss" in metrics else 0,
                              key=isolate_metric_key(scenario))
     candidates = [r for r in runs if set(differences(current, r.config)) <= {field}]
     table = isolation_table(current, [(r.run_id, r.config, stored_frame(r.run_id)) for r in candidates], field, metric)
     if table["value"].nunique() < 2:
-        st.info(f"{table['value'].nunique()} stored value of `{field}` with everything else as set here. Change "
-                f"`{field}` on the left and press Run (every run is stored) to add points.")
+        st.info(f"{table['value'].nunique()} stored value of “{field_label(field)}” with everything else as set here. "
+                f"Change “{field_label(field)}” on the left and press Run (every run is stored) to add points.")
         return
     figure = isolation_figure(scenario, table, field, metric, arms_in_order(frame))
     st.plotly_chart(figure, key=f"{scenario.id}-isolation", config={"displaylogo": False}, theme="streamlit")

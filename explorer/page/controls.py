@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from explorer.view.compare import field_label
 from scenarios.base import Scenario
 
 SLIDER_MAX_VALUES = 5000  # an int range wider than this gets a number box, not a slider
@@ -49,7 +50,7 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
     for name, spec in scenario.field_specs().items():
         key = widget_key(scenario, name)
         current = seed_state(key, spec["default"])
-        label, help_text = name.replace("_", " "), spec["description"] or None
+        label, help_text = field_label(name), spec["description"] or None
         kind = spec["kind"]
         if kind == "choice":
             index = spec["choices"].index(current) if current in spec["choices"] else 0

@@ -16,6 +16,12 @@ from scenarios.base import Scenario
 from scenarios.plotting import arm_colors, layout
 
 MAX_LABEL_CHARS = 48
+MAX_LISTED_TICKS = 8  # an integer setting's measured values as its ticks, up to this many
+
+
+def field_label(name: str) -> str:
+    """A Config field as the page names it (the sidebar's label): `sequence_steps` -> "sequence steps"."""
+    return name.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ def isolation_table(config: dict[str, Any], runs: list[tuple[str, dict[str, Any]
 def isolation_figure(scenario: Scenario, table: pd.DataFrame, field: str, metric: str,
                      arm_order: list[str]) -> go.Figure:
     """The metric's final value against the field, one line per arm, in the arms' own colors."""
-    spec = scenario.field_specs()[field]
+    spec, label = scenario.field_specs()[field], field_label(field)
     arms = arm_order + [a for a in table["arm"].unique() if a not in arm_order]
     colors = arm_colors(arms, scenario.arm_universe())
     numeric = spec["kind"] in ("int", "float")
@@ -96,14 +102,17 @@ def isolation_figure(scenario: Scenario, table: pd.DataFrame, field: str, metric
             rows = rows.assign(_at=rows["value"].map(order.index)).sort_values("_at")
         fig.add_scatter(x=[str(v) if not numeric else v for v in rows["value"]], y=rows["final"], name=arm,
                         mode="lines+markers", line=dict(color=colors.get(arm)), customdata=rows["run_id"],
-                        hovertemplate=f"{arm}<br>{field} %{{x}}<br>final {metric} %{{y:.4g}}"
+                        hovertemplate=f"{arm}<br>{label} %{{x}}<br>final {metric} %{{y:.4g}}"
                                       "<br>run %{customdata}<extra></extra>")
     values = table["final"]
     log_y = bool(len(values) and (values > 0).all() and values.max() / values.min() > 100)
-    layout(fig, f"Final {metric} against {field}", field + (" (log scale)" if spec.get("scale") == "log" else ""),
+    layout(fig, f"Final {metric} against {label}", label + (" (log scale)" if spec.get("scale") == "log" else ""),
            f"{metric} at the last logged step" + (" (log scale)" if log_y else ""), log_y=log_y)
     if spec.get("scale") == "log":
         fig.update_xaxes(type="log")
     elif order is not None:
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(v) for v in order])
+    elif spec["kind"] == "int":  # a setting of whole numbers is labelled at whole numbers, never 80.5
+        measured = sorted({int(v) for v in table["value"]})
+        fig.update_xaxes(**({"tickvals": measured} if len(measured) <= MAX_LISTED_TICKS else {"tickformat": "d"}))
     return fig
