@@ -100,3 +100,21 @@ def test_html_figures_share_one_plotlyjs_file_when_there_are_several(tmp_path, m
 def test_a_figure_named_by_user_input_cannot_escape_the_folder(tmp_path) -> None:
     paths = write_figures({"../../evil name": go.Figure()}, tmp_path, formats=("html",))
     assert [p.parent for p in paths] == [tmp_path] and paths[0].name == "evil-name.html"
+
+
+def _download_rows(scenario_id: str, titles: dict[str, str]) -> None:
+    from explorer.page.export_panel import download_buttons
+    from scenarios import get_scenario
+    files = {f"s-{name}.{fmt}": b"x" for name in titles for fmt in ("png", "svg", "html")}
+    files.update({"s-metrics.csv": b"a", "s-config.json": b"{}"})
+    download_buttons(get_scenario(scenario_id), {"files": files, "stem": "s", "zip": b"z", "problem": None,
+                                                 "figures": list(titles), "titles": titles})
+
+
+def test_the_export_rows_name_each_figure_by_its_title_not_its_id() -> None:
+    """The Export panel listed `gap_vs_n`, `early_stopping`: each row now reads as the chart's title."""
+    from streamlit.testing.v1 import AppTest
+    titles = {"gap_vs_n": "“Generalisation gap against examples”", "loss": "“Training loss”"}
+    at = AppTest.from_function(_download_rows, args=("generalization", titles)).run()
+    shown = [m.value for m in at.markdown]
+    assert shown == list(titles.values()), shown

@@ -11,7 +11,7 @@ from explorer.exports.files import standalone_html
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
 from explorer.view.compare import Overlay
-from explorer.view.content import build_view
+from explorer.view.content import build_view, title_of
 from explorer.view.seeds import SeedGroup
 from scenarios.base import Scenario
 
@@ -47,7 +47,8 @@ def prepare(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list[Ov
         problem = f"PNG and SVG could not be rendered ({type(error).__name__}: {error}); the rest is ready."
         files = bundle_files(scenario, config, view, commands(scenario, handle, overlays), formats=("html",))
     return {"files": files, "zip": zip_bytes(files, stem(scenario, config)), "stem": stem(scenario, config),
-            "figures": list(view.figures), "problem": problem}
+            "figures": list(view.figures), "titles": {name: title_of(view.figures[name], name) for name in view.figures},
+            "problem": problem}
 
 
 def export_panel(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list[Overlay], band: str) -> None:
@@ -80,7 +81,7 @@ def download_buttons(scenario: Scenario, prepared: dict) -> None:
                        icon=":material/folder_zip:")
     for figure, piece in figure_pieces(prepared["figures"]).items():
         row = st.container(horizontal=True, vertical_alignment="center")
-        row.markdown(f"`{figure}`")
+        row.markdown(plain(prepared.get("titles", {}).get(figure, figure)))  # the chart's title, as on the page
         for fmt in FIGURE_FORMATS:
             file = f"{name}-{piece}.{fmt}"
             if file in files:
