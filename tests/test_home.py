@@ -206,3 +206,37 @@ def test_a_cards_axis_keeps_at_most_four_of_a_figures_listed_ticks() -> None:
     for axis in (card.layout.xaxis, card.layout.yaxis):
         assert axis.tickvals is None or len(axis.tickvals) <= MAX_CARD_TICKS, axis.tickvals
     assert card.layout.xaxis.tickvals[0] == full.layout.xaxis.tickvals[0], "thinned, not replaced"
+
+
+class _Stored:
+    """A picture run that has ended and is stored (what PictureRuns reads of a RunHandle)."""
+    running = False
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def snapshot(self, with_frame: bool = True):
+        return self
+
+
+def _progress_once(scenario_id: str) -> None:
+    import streamlit as st
+    from explorer.page.home import picture_progress
+    from scenarios import get_scenario
+    if not st.session_state.get("drawn"):  # its st.rerun() would draw it again: once is the test
+        st.session_state["drawn"] = True
+        picture_progress([get_scenario(scenario_id)], 1)
+
+
+def test_the_last_picture_run_stored_is_named_though_no_card_waits_any_more() -> None:
+    """The page reran as soon as the last picture was stored, before naming it: Runs listed that run
+    with no name for good (collectives' in a review). It is named before the rerun."""
+    from explorer.page.pictures import picture_runs
+    from explorer.page.session import run_store
+    scenario, store = get_scenario("vanishing-gradients"), run_store()
+    result = tiny_result(scenario.id)
+    run_id = save_result(store, scenario, scenario.validate(scenario.tiny), "finished", result.frame,
+                         result.summary, [], 1.0)
+    picture_runs(str(store.path))._runs[(scenario.id, scenario.code_version())] = _Stored(run_id)
+    AppTest.from_function(_progress_once, args=(scenario.id,), default_timeout=60).run()
+    assert store.get(run_id).name == PICTURE_NAME, f"the last picture run is named {store.get(run_id).name!r}"

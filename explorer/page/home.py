@@ -91,9 +91,9 @@ def picture_progress(missing: list[Scenario], total: int) -> None:
         return
     runs = picture_runs(str(store.path))
     still = [s for s in missing if picture_source(store, s) is None]
+    runs.advance(still, store, worker_pool())  # before the rerun: the last picture run stored is named too
     if len(still) < len(missing):
         st.rerun()
-    runs.advance(still, store, worker_pool())
     training = next((s for s in still if (h := runs.run_of(s)) is not None and h.running), None)
     ready = total - len(still)
     line = f"Pictures: {ready} of {total} drawn from stored runs."
