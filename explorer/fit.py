@@ -97,7 +97,7 @@ def table(report: dict[str, Any]) -> str:
              f"  {'':16s} {'measured':>10s} {'formula':>10s}  difference"]
     for row in ROWS:
         measured, formula = report["per_rank"][row], report["analytic"].get(row)
-        why = report["difference"][row]["why"] if row in report["difference"] else ""
+        why = report["difference"][row]["text"] if row in report["difference"] else ""
         lines.append(f"  {row:16s} {amount(measured, divisor):>10s} {amount(formula, divisor):>10s}  {why}")
     phases = report["phases"]
     lines.append("  by phase (total / unsharded): " + "; ".join(

@@ -211,6 +211,10 @@ def test_the_report_names_each_difference_with_the_runs_numbers() -> None:
     tensors = int(even["sizes"]["n_tensors"])
     assert even["difference"]["optimizer_state"]["bytes"] == pytest.approx(4 * tensors), even["difference"]
     assert f"{tensors} tensors × 4 B" in even["difference"]["optimizer_state"]["why"]
+    # the table rounds to 3 decimals of a GB, where both columns read alike: the text leads with the bytes
+    said = even["difference"]["optimizer_state"]["text"]
+    assert said.startswith(f"+{4 * tensors / 1e3:.3g} kB: ") if 4 * tensors >= 1e3 else said.startswith("+"), said
+    assert even["difference"]["parameters"]["text"] == "equal"
     uneven = report({"architecture": {**arch, "vocab": 250}, "spec": {"strategy": "fsdp-zero2", "world": 3,
                                                                        "batch": 3, "seq": 16, "dtype": "fp32"}})
     padding = uneven["sizes"]["padded_elements"] - uneven["n_params"] / 3

@@ -77,12 +77,24 @@ def differences(measured: dict, formula: dict, phases: dict, spec: dict, sizes: 
         if model is None:
             why = {"temporaries": "no formula: scratch tensors of backward and of the optimizer step",
                    "activations": "no formula for an arbitrary model (the built-in architectures have one)"}
-            out[category] = {"bytes": None, "percent": None, "why": why.get(category, "no formula")}
+            out[category] = {"bytes": None, "percent": None, "why": why.get(category, "no formula"),
+                             "text": why.get(category, "no formula")}
             continue
         delta = value - model
-        out[category] = {"bytes": delta, "percent": 100.0 * delta / model if model else None,
-                         "why": _why(category, delta, value, model, phases, spec, sizes, arch, pad_elements)}
+        why = _why(category, delta, value, model, phases, spec, sizes, arch, pad_elements)
+        out[category] = {"bytes": delta, "percent": 100.0 * delta / model if model else None, "why": why,
+                         "text": why if why == "equal" or why.endswith("than the formula")
+                         else f"{_signed(delta)}: {why}"}
     return out
+
+
+def _signed(nbytes: float) -> str:
+    """A difference in bytes, its sign written and its unit fitted to its size (a table in GB rounds
+    1.6 kB away: 0.429 and 0.429)."""
+    size = abs(nbytes)
+    text = next((f"{size / scale:.3g} {unit}" for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
+                 if size >= scale), f"{size:.0f} B")
+    return ("+" if nbytes > 0 else "−") + text
 
 
 def _why(category: str, delta: float, value: float, model: float, phases: dict, spec: dict, sizes: dict,

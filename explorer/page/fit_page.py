@@ -101,7 +101,7 @@ def show(report: dict) -> None:
     st.markdown(plain(report["fits_line"]))
     divisor, unit = unit_for(peak)
     rows = [{"category": row, f"measured ({unit})": amount(per_rank[row], divisor),
-             f"formula ({unit})": amount(formula.get(row), divisor), "difference": report["difference"][row]["why"]}
+             f"formula ({unit})": amount(formula.get(row), divisor), "difference": report["difference"][row]["text"]}
             for row in ROWS]
     st.table(pd.DataFrame(rows).set_index("category"))
     st.caption("Measured at the step's peak (the categories sum to it). Parameters, gradients and optimizer state "
