@@ -53,8 +53,21 @@ def test_a_running_line_gives_the_step_of_the_arm_training_now() -> None:
     handle.receive({"kind": "rows", "rows": [("warm start", s, "loss", 1.0) for s in range(30)]})
     handle.receive({"kind": "rows", "rows": [("GRPO", s, "loss", 1.0) for s in range(4)]})
     line = status_line(handle.snapshot(with_frame=False), handle)
-    assert "(step 4," in line, line
+    assert "(step 4 of “GRPO”," in line, f"the count started again: the line names whose it is: {line}"
     assert handle.snapshot(with_frame=False).steps == 30, "the furthest step stays what a first plot waits on"
+
+
+def test_a_running_line_names_no_arm_while_one_arm_trains_or_arms_train_together() -> None:
+    from explorer.runs.handle import RunHandle
+    from explorer.view.status_words import status_line
+    from scenarios import get_scenario
+    scenario = get_scenario("dpo-beta")
+    handle = RunHandle(scenario, scenario.validate({}))
+    handle.receive({"kind": "rows", "rows": [("tabular β=0.1", s, "loss", 1.0) for s in range(3)]})
+    alone = status_line(handle.snapshot(with_frame=False), handle)
+    handle.receive({"kind": "rows", "rows": [(arm, 3, "loss", 1.0) for arm in ("tabular β=0.1", "tabular β=1")]})
+    together = status_line(handle.snapshot(with_frame=False), handle)
+    assert "(step 3," in alone and "(step 4," in together and "“" not in alone + together, (alone, together)
 
 
 def test_a_log_sliders_power_of_two_reads_as_one() -> None:

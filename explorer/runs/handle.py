@@ -39,6 +39,7 @@ class Snapshot:
     waiting: str | None = None   # what a running run waits for ("queued (1 ahead)", "starting 3 rank processes")
     steps: int = 0               # the last step recorded, plus one
     step_now: int | None = None  # the newest rows' last step, plus one: where the arm training now is
+    arm_now: str | None = None   # that arm, once a second arm trains (arms batched together: None)
 
     @property
     def running(self) -> bool:
@@ -66,6 +67,8 @@ class RunHandle:
         self._frame_cache: tuple[int, pd.DataFrame] = (0, EMPTY)
         self._steps = 0
         self._step_now: int | None = None
+        self._arm_now: str | None = None
+        self._arms_seen: set[str] = set()
         self._progress = 0.0
         self._status = "running"
         self._note: str | None = None
@@ -168,6 +171,9 @@ class RunHandle:
             if kind == "rows":
                 self._rows.extend(tuple(row) for row in message["rows"])
                 self._step_now = 1 + max(row[1] for row in message["rows"])
+                arms = {row[0] for row in message["rows"]}
+                self._arms_seen |= arms  # named once a second arm trains: its step starts again from 0
+                self._arm_now = next(iter(arms)) if len(arms) == 1 and len(self._arms_seen) > 1 else None
                 self._steps = max(self._steps, self._step_now)
                 self._note = None
                 self._first_record.set()
@@ -242,4 +248,4 @@ class RunHandle:
         with self._lock:
             return Snapshot(frame, self._status, self._progress, list(self._events), self._error,
                             self._elapsed(), self._run_id, self._from_store, self._created_at,
-                            waiting or self._note, self._steps, self._step_now)
+                            waiting or self._note, self._steps, self._step_now, self._arm_now)

@@ -53,7 +53,8 @@ def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | WatchedHandle | 
     if snap.running and snap.waiting:
         return f"Running… {snap.progress:.0%} — {snap.waiting} ({snap.elapsed_s:.1f} s)"
     if snap.running:  # the step of the arm training now (a warm start's 30 steps are not the next arm's)
-        return f"Running… {snap.progress:.0%} (step {snap.step_now or steps}, {snap.elapsed_s:.1f} s)"
+        of = f" of “{snap.arm_now}”" if snap.arm_now else ""  # a second arm's count starts again from 0
+        return f"Running… {snap.progress:.0%} (step {snap.step_now or steps}{of}, {snap.elapsed_s:.1f} s)"
     if snap.from_store:
         when = datetime.datetime.fromtimestamp(snap.created_at).strftime("%Y-%m-%d %H:%M")
         return (f"Served from the run store: run {snap.run_id} ({snap.status}), trained {when} in "
