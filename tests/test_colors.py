@@ -163,3 +163,18 @@ def test_an_arm_keeps_its_colour_across_two_configs_whose_arms_come_in_another_o
     shared = set(orders[0]) & set(orders[1])
     assert any(orders[0].index(arm) != orders[1].index(arm) for arm in shared), f"an arm moved: {orders}"
     assert all(len(colors.get(arm, ())) == 1 for arm in shared), {a: colors.get(a) for a in shared}
+
+
+def test_an_overlaid_line_is_broken_in_no_style_a_scenario_draws_its_own_lines_in() -> None:
+    """generalization draws training dashed and validation solid: an overlaid validation curve drawn
+    "dash" read as a training curve. Copied lines take styles no scenario line uses."""
+    import plotly.graph_objects as go
+    from explorer.view.overlay import merge_traces
+    own_styles = {None, "solid", "dash", "dot"}  # what scenarios/ draws its lines in (grep dash= there)
+    current = go.Figure([go.Scatter(x=[0, 1], y=[1, 2], name="a", line=dict(color="#1f77b4", dash=dash), mode="lines")
+                         for dash in ("solid", "dash", "dot")])
+    stored = go.Figure([go.Scatter(x=[0, 1], y=[2, 3], name="a", line=dict(color="#1f77b4", dash=dash), mode="lines")
+                        for dash in ("solid", "dash", "dot")])
+    assert merge_traces(current, stored, "seed=1", "r1", ["a"], ["a"])
+    copied = [t.line.dash for t in current.data if "[seed=1]" in str(t.name)]
+    assert len(copied) == 3 and len(set(copied)) == 3 and not set(copied) & own_styles, copied

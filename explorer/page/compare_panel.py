@@ -71,7 +71,8 @@ def compare_panel(scenario: Scenario, handle: RunHandle | SeedGroup) -> None:
                        placeholder="Pick runs of this scenario from the run store" if options else
                        "No other stored runs yet: change a setting and press Run",
                        help="Each overlaid run joins every figure as “arm [what differs]”, in the arm's colour but "
-                            "lighter and dashed, with hollow markers and hatched bars, grouped by run in the legend.")
+                            "lighter, its lines broken (a solid one into long dashes), with hollow markers and hatched bars, "
+                            "grouped by run in the legend.")
     # Built only while open: reading every comparable run's records and drawing the figure took
     # ~60 ms of each page run, and the browser drew the figure even when nobody could see it.
     isolate = st.expander("Isolate one setting", key=isolate_open_key(scenario), on_change="rerun")

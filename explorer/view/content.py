@@ -66,7 +66,8 @@ def build_view(scenario: Scenario, handle: RunHandle | SeedGroup, overlays: list
         return polish(figure)
 
     notes = [f"Overlaid: stored run {o.run_id}, where it differs: {o.label}. Its traces end in “[{o.label}]” and are "
-             "drawn lighter, dashed, with hollow markers and hatched bars." for o in overlays]
+             "drawn lighter, their lines broken (a solid one into long dashes), with hollow markers and hatched bars."
+             for o in overlays]
     return View(view.base, Figures({name: partial(finished, name) for name in view.figures}),
                 overlay_frame(view.data, overlays), [*view.told, *notes], missing)
 

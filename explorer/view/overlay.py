@@ -5,7 +5,7 @@ traces are then copied into the current figure of the same name:
 - colour: the arm's own colour (colours belong to arm identities, scenarios/plotting.py), so
   "relu" is the same blue in both runs; only when an arm of the other run would take a
   colour that another arm of this figure holds does it get a free one;
-- style: every copied trace is lighter; lines take another dash than they had, markers the
+- style: every copied trace is lighter; lines are broken in a way of their own (`NEXT_DASH`), markers the
   open version of their symbol, bars a hatched fill with an outline;
 - name: "<trace> [what differs]", and the legend groups the traces by run (this run first);
 - axes: an axis the other run's figure drew on a log scale is log here too (when every value
@@ -23,8 +23,11 @@ import plotly.graph_objects as go
 from scenarios.plotting import HASHED_SLOTS, palette_color
 
 OVERLAY_OPACITY = 0.6
-NEXT_DASH = {None: "dash", "solid": "dash", "dash": "longdashdot", "dot": "dashdot", "dashdot": "longdash",
-             "longdash": "dot", "longdashdot": "dot"}
+# A copied line is broken in its own way, never into another line style of the figure: a scenario's
+# solid, dashed and dotted lines carry meaning ("train dashed, validation solid"), so a copied solid
+# line is long dashes with short gaps (not "dash"), a dashed one longer dashes, a dotted one sparser dots.
+NEXT_DASH = {None: "12px,3px", "solid": "12px,3px", "dash": "longdash", "dot": "2px,7px", "dashdot": "longdashdot",
+             "longdash": "longdashdot", "longdashdot": "longdash"}
 THIS_RUN = "this run"
 COPIED = ("scatter", "scattergl", "bar")
 
@@ -81,7 +84,7 @@ def merge_traces(figure: go.Figure, own: go.Figure, tag_label: str, run_id: str,
 
 
 def style_overlay(trace) -> None:
-    """Lighter, another dash, open markers, hatched bars: what a copied trace looks like."""
+    """Lighter, a broken line of its own, open markers, hatched bars: what a copied trace looks like."""
     trace.opacity = (trace.opacity if trace.opacity is not None else 1.0) * OVERLAY_OPACITY
     color = trace_color(trace)
     if trace.type == "bar":
@@ -94,7 +97,7 @@ def style_overlay(trace) -> None:
         trace.line.width = 1.5
     mode = trace.mode or "lines+markers"
     if "lines" in mode:
-        trace.line.dash = NEXT_DASH.get(trace.line.dash, "dash")
+        trace.line.dash = NEXT_DASH.get(trace.line.dash, "12px,3px")
     if "markers" in mode:
         symbol = trace.marker.symbol
         trace.marker.symbol = ([open_symbol(s) for s in symbol] if isinstance(symbol, (list, tuple))
