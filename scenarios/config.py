@@ -70,7 +70,7 @@ def cut(value: object, limit: int = ECHO_CHARS) -> str:
 def field_spec(info) -> dict[str, Any]:
     """The facts about one pydantic field that the edges need."""
     spec: dict[str, Any] = {"default": info.default, "description": info.description or "",
-                            "view": is_view_field(info)}
+                            "view": is_view_field(info), "title": info.title}  # title: the page's label, where the name is terse
     annotation = info.annotation
     if typing.get_origin(annotation) is typing.Literal:
         spec.update(kind="choice", choices=list(typing.get_args(annotation)))

@@ -113,14 +113,16 @@ def isolation_view(scenario: Scenario, handle: RunHandle | SeedGroup, current: d
     key = isolate_key(scenario)
     if st.session_state.get(key) not in names:  # not chosen yet (or a link named it): the likeliest field
         st.session_state[key] = names[_default_field(current, runs)]
-    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,), format_func=field_label)
+    field = left.selectbox("Setting", names, key=key, on_change=choose_isolate, args=(scenario,),
+                         format_func=lambda name: field_label(name, scenario.field_specs()[name]))
     metric = right.selectbox("Metric", metrics, index=metrics.index("loss") if "loss" in metrics else 0,
                              key=isolate_metric_key(scenario))
     candidates = [r for r in runs if set(differences(current, r.config)) <= {field}]
     table = isolation_table(current, [(r.run_id, r.config, stored_frame(r.run_id)) for r in candidates], field, metric)
     if table["value"].nunique() < 2:
-        st.info(f"{table['value'].nunique()} stored value of “{field_label(field)}” with everything else as set here. "
-                f"Change “{field_label(field)}” on the left and press Run (every run is stored) to add points.")
+        label = field_label(field, scenario.field_specs()[field])
+        st.info(f"{table['value'].nunique()} stored value of “{label}” with everything else as set here. "
+                f"Change “{label}” on the left and press Run (every run is stored) to add points.")
         return
     figure = isolation_figure(scenario, table, field, metric, arms_in_order(frame))
     st.plotly_chart(figure, key=f"{scenario.id}-isolation", config={"displaylogo": False}, theme="streamlit")

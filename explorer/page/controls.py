@@ -50,7 +50,7 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
     for name, spec in scenario.field_specs().items():
         key = widget_key(scenario, name)
         current = seed_state(key, spec["default"])
-        label, help_text = field_label(name), spec["description"] or None
+        label, help_text = field_label(name, spec), spec["description"] or None
         kind = spec["kind"]
         if kind == "choice":
             index = spec["choices"].index(current) if current in spec["choices"] else 0

@@ -19,9 +19,10 @@ MAX_LABEL_CHARS = 48
 MAX_LISTED_TICKS = 8  # an integer setting's measured values as its ticks, up to this many
 
 
-def field_label(name: str) -> str:
-    """A Config field as the page names it (the sidebar's label): `sequence_steps` -> "sequence steps"."""
-    return name.replace("_", " ")
+def field_label(name: str, spec: dict[str, Any] | None = None) -> str:
+    """A Config field as the page names it (the sidebar's label): its `title` where it has one
+    (`sram_kib` -> "SRAM (KiB)"), else its name in words (`sequence_steps` -> "sequence steps")."""
+    return (spec or {}).get("title") or name.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def isolation_table(config: dict[str, Any], runs: list[tuple[str, dict[str, Any]
 def isolation_figure(scenario: Scenario, table: pd.DataFrame, field: str, metric: str,
                      arm_order: list[str]) -> go.Figure:
     """The metric's final value against the field, one line per arm, in the arms' own colors."""
-    spec, label = scenario.field_specs()[field], field_label(field)
+    spec = scenario.field_specs()[field]
+    label = field_label(field, spec)
     arms = arm_order + [a for a in table["arm"].unique() if a not in arm_order]
     colors = arm_colors(arms, scenario.arm_universe())
     numeric = spec["kind"] in ("int", "float")
