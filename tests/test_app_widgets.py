@@ -36,3 +36,14 @@ def test_the_seed_controls_are_drawn_with_the_values_a_link_gave_as_their_defaul
     assert repeat.value == 3 and repeat.proto.default == 3, repeat.proto
     band = at.sidebar.radio(key="band:vanishing-gradients")
     assert band.value == "mean ± std" and band.options[band.proto.default] == "mean ± std", band.proto
+
+
+def test_a_terse_field_is_labelled_by_its_title_and_keeps_its_name_as_its_key() -> None:
+    """The sidebar read "d k", "examples b": a field with a title shows it; the URL and the widget key stay the name."""
+    at = AppTest.from_function(scenario_page, args=("attention",), default_timeout=60)
+    at.session_state["autorun:attention"] = False
+    at.query_params["d_k"] = "128"
+    at.run()
+    widget = at.sidebar.select_slider(key="attention.d_k")
+    assert widget.label == "d_k (key width)" and widget.value == 128, (widget.label, widget.value)
+    assert at.sidebar.slider(key="attention.steps").label == "steps", "an untitled field keeps its name in words"

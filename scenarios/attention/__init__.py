@@ -41,7 +41,7 @@ Heads = Literal["1,2,4", "1,2,4,8", "1,2", "1", "2", "4,8"]
 
 
 class Config(ScenarioConfig):
-    d_k: int = view_field(64, ge=4, le=512, json_schema_extra={"scale": "log"},
+    d_k: int = view_field(64, title="d_k (key width)", ge=4, le=512, json_schema_extra={"scale": "log"},
                           description="The d_k whose query is drawn (nearest of the sweep 4…512); every d_k is recorded.")
     keys: int = Field(16, ge=4, le=64, description="Keys each random query scores: the softmax's length (entropy ≤ ln keys).")
     heads: Heads = Field("1,2,4", description="Head counts to train, one arm each: d_model 32 split into heads of 32/heads.")
@@ -50,7 +50,7 @@ class Config(ScenarioConfig):
     steps: int = Field(200, ge=10, le=2000, description="Adam steps, a fresh batch of 32 contexts each.")
     lr: float = Field(5e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Adam learning rate.")
     baseline: bool = Field(True, description="Also train the same model with every score frozen at 0: uniform weights, no attention.")
-    map_heads: int = view_field(2, ge=1, le=8, description="Whose attention maps to draw: the arm with this many heads (or the nearest).")
+    map_heads: int = view_field(2, title="maps of the arm with heads", ge=1, le=8, description="Whose attention maps to draw: the arm with this many heads (or the nearest).")
 
 
 def heads_of_config(config: Config) -> list[int]:

@@ -43,13 +43,13 @@ class Config(ScenarioConfig):
     hidden: int = Field(3, ge=1, le=6, description="Hidden units of TinyNet (2 inputs → hidden → 1 output).")
     relatedness: float = Field(1.0, ge=0.0, le=1.0, description="How much of task A's features task B's labels read: "
                                "1 = the same features, a new readout; 0 = unrelated features.")
-    examples_b: int = Field(64, ge=16, le=2000, json_schema_extra={"scale": "log"},
+    examples_b: int = Field(64, title="task B examples", ge=16, le=2000, json_schema_extra={"scale": "log"},
                             description="Training examples of task B (full batch). Few: pretraining matters most.")
     pretrain_steps: int = Field(300, ge=10, le=3000, description="Adam steps on task A (lr 3e-3, fresh batches of 128).")
     finetune_steps: int = Field(200, ge=10, le=2000, description="Full-batch Adam steps on task B, for every arm.")
     lr: float = Field(1e-2, ge=1e-4, le=1e-1, json_schema_extra={"scale": "log"}, description="Task B learning rate.")
-    path_unit: int = view_field(1, ge=1, le=6, description="The chain figure's path: hidden unit j (capped at hidden).")
-    path_input: int = view_field(1, ge=1, le=2, description="The chain figure's path: input i of W[j, i].")
+    path_unit: int = view_field(1, title="chain path: hidden unit", ge=1, le=6, description="The chain figure's path: hidden unit j (capped at hidden).")
+    path_input: int = view_field(1, title="chain path: input", ge=1, le=2, description="The chain figure's path: input i of W[j, i].")
 
 
 def path_of(config: Config) -> tuple[int, int]:

@@ -62,7 +62,7 @@ class Config(ScenarioConfig):
     negative_slope: float = Field(0.01, ge=1e-3, le=0.5, json_schema_extra={"scale": "log"},
                                   description="LeakyReLU's slope below zero: the gradient a 'switched off' unit still gets.")
     steps: int = Field(200, ge=10, le=2000, description="Full-batch training steps on the 256 fixed inputs.")
-    hist_layer: int = view_field(2, ge=1, le=12,
+    hist_layer: int = view_field(2, title="histogram of layer", ge=1, le=12,
                                  description="Hidden layer whose pre-activations are histogrammed (capped at depth).")
     born_dead_widths: Literal["2,3,4,6,8,12,16", "2,4,8,16,32", "1,2,3,4,5,6"] = Field(
         "2,3,4,6,8,12,16", description="Widths (heatmap columns) of the sampled born-dead networks.")

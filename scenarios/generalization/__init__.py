@@ -39,7 +39,7 @@ DecayKind = Literal["AdamW (decoupled)", "L2 in the loss"]
 
 
 class Config(ScenarioConfig):
-    n: int = Field(200, ge=50, le=5000, json_schema_extra={"scale": "log"},
+    n: int = Field(200, title="training examples n", ge=50, le=5000, json_schema_extra={"scale": "log"},
                    description="Training examples. Validation and test sets: 1000 each, same distribution.")
     label_noise: float = Field(0.2, ge=0.0, le=0.75, description="Share of labels replaced by another class (0.75: random).")
     width: int = Field(64, ge=8, le=512, json_schema_extra={"scale": "log"}, description="Units per hidden layer (two).")

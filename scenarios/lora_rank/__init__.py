@@ -36,7 +36,7 @@ ALL_RANKS = (1, 2, 4, 8, 16, 32, 64)
 
 
 class Config(ScenarioConfig):
-    k: int = Field(4, ge=1, le=32, description="Intrinsic rank of the task: each layer's ideal update ΔW* has "
+    k: int = Field(4, title="task rank k", ge=1, le=32, description="Intrinsic rank of the task: each layer's ideal update ΔW* has "
                    "exactly k non-zero singular values.")
     ranks: RankSweep = Field("1,2,4,8,16,32,64", description="LoRA ranks to sweep; one arm each, run one after another "
                              "after the full fine-tune.")

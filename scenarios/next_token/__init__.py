@@ -48,7 +48,7 @@ class Config(ScenarioConfig):
     topics: int = Field(2, ge=1, le=4, description="Topics of the synthetic language; each writes 10 of its 16 words.")
     branching: int = Field(3, ge=1, le=8, description="Next words each word allows within a topic (1: every line "
                                                       "determined by its first two tokens).")
-    scheduled_max: float = Field(0.25, ge=0.05, le=1.0, description="Scheduled sampling: the share of training inputs "
+    scheduled_max: float = Field(0.25, title="scheduled sampling, most", ge=0.05, le=1.0, description="Scheduled sampling: the share of training inputs "
                                                                     "replaced by the model's own samples, ramped from 0 "
                                                                     "to this at the last step.")
     prose_vocab: Literal[256, 512, 1024] = Field(512, description="Tokens of the prose's BPE (256: plain bytes).")

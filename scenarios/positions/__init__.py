@@ -47,7 +47,7 @@ class Config(ScenarioConfig):
                                          "length (seed 0: 84% at 16, 43% at 32); at 10⁴, 98% at 32.")
     steps: int = Field(200, ge=10, le=2000, description="Adam steps, a fresh batch of 64 sequences each.")
     lr: float = Field(3e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"}, description="Adam learning rate.")
-    map_head: int = view_field(1, ge=1, le=4, description="Which head's attention maps to draw (every head is recorded).")
+    map_head: int = view_field(1, title="maps of head", ge=1, le=4, description="Which head's attention maps to draw (every head is recorded).")
 
 
 def arm_specs(config: Config) -> dict[str, dict]:

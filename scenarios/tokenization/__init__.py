@@ -39,7 +39,7 @@ COMMON_SIZES = (256, 704, 2048, 512, 1024, 4096, 1472, 3008)
 class Config(ScenarioConfig):
     vocab_size: int = Field(2048, ge=256, le=4096, description="Tokens of the BPE vocabulary: 256 bytes plus the merges. "
                                                                 "The LMs use 256, the geometric middle and this many.")
-    prose_kib: Literal[16, 32, 64, 128, 256] = Field(256, description="KiB of training prose BPE learns from (256: all of "
+    prose_kib: Literal[16, 32, 64, 128, 256] = Field(256, title="prose (KiB)", description="KiB of training prose BPE learns from (256: all of "
                                                                       "it, about 160 KiB). Less text supports fewer merges.")
     budget_steps: int = Field(150, ge=10, le=1000, description="The compute budget: steps of the byte-level LM (16 × 32 "
                                                                "tokens each). Bigger vocabularies get the same training "
