@@ -208,6 +208,20 @@ def test_a_cards_axis_keeps_at_most_four_of_a_figures_listed_ticks() -> None:
     assert card.layout.xaxis.tickvals[0] == full.layout.xaxis.tickvals[0], "thinned, not replaced"
 
 
+@pytest.mark.parametrize("scenario_id, figure", [("dead-relu", "dead_units"), ("attention", "attention_maps")])
+def test_a_cards_panels_lose_their_titles_and_keep_their_labels_to_the_left_panel(scenario_id, figure) -> None:
+    """dead-relu's "ReLU / LeakyReLU / GELU" panel titles were cut by the card's top edge (an empty
+    `annotations` list left them), and attention's second map drew its query labels over the first map."""
+    from explorer.page.pictures import small
+    scenario = get_scenario(scenario_id)
+    figures = scenario.figures(tiny_result(scenario_id).frame, scenario.validate(scenario.tiny))
+    assert len(figures[figure].layout.annotations) >= 2, "the full figure has its panel titles"
+    card = small(figures[figure], scenario_id, "run", figure)
+    assert not card.layout.annotations, [a.text for a in card.layout.annotations]
+    labelled = sorted(name for name in card.layout if name.startswith("yaxis") and card.layout[name].showticklabels
+                      is not False)
+    assert labelled and all(card.layout["xaxis" + name[5:]].domain[0] < 0.05 for name in labelled), labelled
+
 class _Stored:
     """A picture run that has ended and is stored (what PictureRuns reads of a RunHandle)."""
     running = False

@@ -156,8 +156,13 @@ def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Fig
     thumb.update_layout(height=PICTURE_PX, margin=dict(l=0, r=0, t=8, b=0), showlegend=False, title_text="",
                         annotations=[], updatemenus=[], sliders=[], font=dict(size=9),
                         meta={"scenario": scenario_id, "run_id": run_id, "figure": name})
+    thumb.layout.annotations = ()  # subplot titles too (update_layout leaves them): a card's top edge cut them
     thumb.update_xaxes(title_text="")
     thumb.update_yaxes(title_text="")
+    for axis in thumb.select_yaxes():  # a panel right of the first keeps its labels to itself: at card size
+        beside = thumb.layout[f"xaxis{str(axis.anchor)[1:]}"] if str(axis.anchor or "").startswith("x") else None
+        if beside is not None and beside.domain is not None and beside.domain[0] > 0.05:  # they ran over the panel
+            axis.showticklabels = False                                                    # on their left
     for axes in (thumb.update_xaxes, thumb.update_yaxes):  # a log axis at card size: powers of ten only
         axes(dtick=1, selector=dict(type="log"))           # (its 2s and 5s ran into each other)
     for axis in [*thumb.select_xaxes(), *thumb.select_yaxes()]:  # at most four ticks of a list a card's axis
