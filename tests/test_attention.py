@@ -158,3 +158,13 @@ def test_one_head_with_two_layers_can_make_both_lookups() -> None:
 def test_sweep_records_reach_the_page() -> None:
     records = Records(SCENARIO.run(SCENARIO.tiny).frame)
     assert [int(s) for s in records.series(SWEEP, "var_qk").index] == DIMS
+
+
+def test_the_largest_weight_is_said_as_an_average_over_queries_beside_the_one_query_drawn() -> None:
+    """The page said "a largest weight of 0.841 on average" beside a chart of one query peaking at 0.66:
+    the sentence says the number is a mean over the queries."""
+    from scenarios.attention.figures import saturation_sentence
+    records = Records(SCENARIO.run(SCENARIO.tiny).frame)
+    config = SCENARIO.validate(SCENARIO.tiny)
+    sentence = saturation_sentence(records, config.keys, config.d_k)
+    assert sentence is not None and "averaged over the queries" in sentence.text, sentence

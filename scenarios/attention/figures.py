@@ -61,7 +61,8 @@ def saturation_sentence(records: Records, keys: int, d_k: int) -> Sentence | Non
         return None
     which = f"d_k = {shown}" if shown == d_k else f"d_k = {shown} (the swept d_k nearest the chosen {d_k})"
     text = (f"At {which} the softmax of unscaled q·k over {keys} keys has entropy {{}} nats and a largest weight "
-            f"of {{}} on average; of q·k/√d_k, entropy {{}} nats (ln {keys} = {math.log(keys):.2f})")
+            f"of {{}}, each averaged over the queries (the one query drawn below is one of them); of q·k/√d_k, "
+            f"entropy {{}} nats (ln {keys} = {math.log(keys):.2f})")
     if shown != top:
         more = [recorded(records, SWEEP, m, top, shown=three) for m in ("entropy/unscaled", "max_weight/unscaled")]
         if None not in more:
