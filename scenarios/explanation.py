@@ -114,6 +114,16 @@ class Explanation:
         return self.markdown()
 
 
+def folded(markdown: str, shown: int) -> tuple[str, list[str]]:
+    """A "what to look for" text cut after its `shown`-th detail: (the text up to there, the rest's bullets)."""
+    lines = markdown.split("\n")
+    bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
+    if len(bullets) <= shown + 1:  # one more is shown, not folded away alone
+        return markdown, []
+    cut = bullets[shown]
+    return "\n".join(lines[:cut]), lines[cut:]
+
+
 def _literal_stars(text: str) -> str:
     """A lone `*` of a sentence (π*, the optimum) escaped: in the bold takeaway it would end the bold
     and open italics. `**` (a sentence's own bold) is left alone."""

@@ -54,3 +54,15 @@ def test_a_lone_star_in_a_sentence_stays_a_star_in_the_bold_takeaway() -> None:
     assert "<strong>PPO ends at KL 2.1 — π* ∝ π_ref·exp(r/β): KL 5.54</strong>" in html, html
     assert "<em>" not in html and "<strong>bold</strong>" in html, html
     assert terminal_text(explanation.markdown()).splitlines()[0] == "PPO ends at KL 2.1 — π* ∝ π_ref·exp(r/β): KL 5.54"
+
+
+def test_what_to_look_for_folds_after_its_third_detail_and_keeps_every_sentence() -> None:
+    """generalization's ten details filled 1.5 screens at 1000 px before its first chart: the takeaway and three
+    details stay above the charts, the rest go in an expander; a single fourth is not folded away alone."""
+    from scenarios.explanation import folded
+    text = "**What to look for**\n\n**takeaway**\n\n" + "\n".join(f"- detail {i}" for i in range(1, 11))
+    shown, more = folded(text, 3)
+    assert shown.endswith("- detail 3") and more == [f"- detail {i}" for i in range(4, 11)], (shown, more)
+    assert shown.split("\n") + more == text.split("\n"), "nothing is lost"
+    four = "**t**\n\n" + "\n".join(f"- d{i}" for i in range(1, 5))
+    assert folded(four, 3) == (four, []), "one more is shown rather than folded alone"

@@ -37,6 +37,7 @@ from explorer.view.look import BASE_HEIGHT_PX
 from explorer.view.seeds import SeedGroup
 from explorer.view.status_words import status_line
 from scenarios.base import Scenario
+from scenarios.explanation import folded
 from scenarios.plotting import is_full_width
 
 TICK_S = 0.3             # how often a running page's status line looks at its run
@@ -47,6 +48,7 @@ BLANK_CPU_SHARE = 0.25   # the share of a core rebuilds may take while no chart 
 QUICK_CPU_S = 0.4        # the most server CPU the rebuilds at the fastest rate may take, while charts are still empty
 FIRST_CHARTS = 4         # the charts built while the page has shown none yet: the two rows Run brings into view
 STORED_DRAWN = 16        # built views of stored runs a session keeps
+SHOWN_DETAILS = 3        # "what to look for": the takeaway and this many details above the charts, the rest folded
 
 
 @dataclass
@@ -170,7 +172,10 @@ def charts_view(scenario: Scenario, overlays: list[Overlay], band: str, hold: bo
         return
     with st.container():  # one element whatever it holds: the charts below keep their place, and elements
         if drawn.markdown:  # "what to look for" once the run has ended, or why nothing could be drawn
-            st.markdown(drawn.markdown)
+            shown, more = folded(drawn.markdown, SHOWN_DETAILS)  # the charts stay near the top of the page
+            st.markdown(shown)
+            if more:
+                st.expander(f"{len(more)} more to look for").markdown("\n".join(more))
         for note in drawn.notes:
             st.caption(note)
     draw_charts(scenario.id, drawn)
