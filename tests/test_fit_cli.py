@@ -119,6 +119,8 @@ def test_the_page_shows_the_table_the_fits_line_and_one_line_for_bad_input(monke
         job["model"], architecture=job["architecture"], inputs=job["inputs"], **job["spec"]))
     at = AppTest.from_function(page, default_timeout=120).run()
     assert not at.exception and "Measure" in at.info[0].value
+    assert [b.key for b in at.main.button] == ["fit:measure"] and not at.sidebar.button, \
+        "Measure sits in the page under the words that ask for it (at the sidebar's foot it was below the fold)"
     at = small_page(at)
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert asked[0]["architecture"]["layers"] == 2 and asked[0]["spec"]["world"] == 2

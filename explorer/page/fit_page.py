@@ -68,7 +68,8 @@ def render_fit() -> None:
                 "measured number, the analytic model's (ZeRO's model states and Korthikanti et al.'s activations); "
                 "where the two differ, the table's last column says why.")
     job = settings()
-    if st.sidebar.button("Measure", type="primary", key="fit:measure", width="stretch"):
+    # in the page, under the words that ask for it: at the sidebar's foot it was below the fold
+    if st.button("Measure", type="primary", key="fit:measure", icon=":material/straighten:"):
         if job["model"] == "" and job["architecture"] is None:
             st.session_state["fit:result"] = {"error": "type an import path MODULE:FUNCTION for the model"}
         else:
@@ -80,7 +81,7 @@ def render_fit() -> None:
                     st.session_state["fit:result"] = {"error": str(failure)}
     result = st.session_state.get("fit:result")
     if result is None:
-        st.info("Pick a model and a setup in the sidebar, then press **Measure**.")
+        st.info("Pick a model and a setup in the sidebar, then press **Measure** above.")
     elif "error" in result:
         st.error(plain(result["error"]))
     else:
