@@ -2,7 +2,7 @@
 
 
 def test_the_status_line_counts_steps_per_arm() -> None:
-    """A teacher trained 400 steps and two students 300: "300 steps, 400 of “teacher”", not "after 400
+    """A teacher trained 400 steps and two students 300: "300 steps (400 for “teacher”)", not "after 400
     steps"; arms a Stop caught at five different steps: "up to 400 steps"."""
     import pandas as pd
 
@@ -12,7 +12,7 @@ def test_the_status_line_counts_steps_per_arm() -> None:
                                                                  for s in range(300)]
     uneven = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(uneven, "finished", 1.0, [], None, 2.0, "abc")).startswith(
-        "Finished after 300 steps, 400 of “teacher” in 2.0 s")
+        "Finished after 300 steps (400 for “teacher”) in 2.0 s")
     caught = pd.DataFrame([(f"arm {n}", s, "loss", 1.0) for n in (100, 200, 300, 350, 400) for s in range(n)],
                           columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(caught, "stopped", 1.0, [], None, 2.0, "abc")).startswith(

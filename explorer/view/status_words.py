@@ -11,7 +11,7 @@ NAMED_ARMS = 3  # up to this many arms that trained another length than most are
 
 
 def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
-    """"10 steps" when every training arm reached the same step; "300 steps, 400 of “teacher”" when a
+    """"10 steps" when every training arm reached the same step; "300 steps (400 for “teacher”)" when a
     few arms train another length than most (a teacher beside its students, skip-gram beside two
     language models); "up to 400 steps" when many do (a Stop caught them at different points).
     Training arms are those with a metric whose name holds one of `counted` (the scenario's
@@ -34,7 +34,7 @@ def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
     others = [(count, names) for count, names in arms.items() if count != most]
     if sum(len(names) for _, names in others) > NAMED_ARMS:  # a Stop caught many arms at different points
         return f"up to {high} steps"
-    return f"{most} steps, " + ", ".join(f"{count} of {' and '.join(names)}" for count, names in others)
+    return f"{most} steps (" + ", ".join(f"{count} for {' and '.join(names)}" for count, names in others) + ")"
 
 
 WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
