@@ -121,3 +121,24 @@ def test_the_default_run_shows_it() -> None:
     assert records.diverged_at("no clipping") is not None, headline
     for arm in ("clip_grad_norm_", "clip_grad_value_"):
         assert records.diverged_at(arm) is None and math.isfinite(records.last(arm, "loss")), arm
+
+
+def test_no_point_at_or_below_zero_is_drawn_on_a_log_axis() -> None:
+    """Step 0 has seen 0 examples: on the log x axis plotly would draw a flat line from the left edge
+    to the first real point, so every figure's log axes hold only positive values."""
+    result = SCENARIO.run(SCENARIO.tiny)
+    records = Records(result.frame)
+    assert records.at("B=1024", "examples", 0) == 0, "the run logs step 0 (0 examples): the case this test is for"
+    figures = SCENARIO.figures(result.frame, SCENARIO.validate(SCENARIO.tiny))
+    for name in figures:
+        fig = figures[name]
+        for trace in fig.data:
+            for letter in "xy":
+                axis = fig.layout[letter + "axis" + (getattr(trace, letter + "axis") or letter)[1:]]
+                values = getattr(trace, letter) if getattr(trace, letter) is not None else ()
+                bad = [v for v in values if isinstance(v, (int, float)) and v <= 0]
+                assert axis.type != "log" or not bad, f"{name}: {trace.name} puts {bad[:3]} on the log {letter} axis"
+    for trace in figures["loss_vs_examples"].data:
+        second = records.series(trace.name, "eval_loss").index[1]  # the first logged step after step 0
+        first_seen = records.at(trace.name, "examples", second)
+        assert trace.x[0] == first_seen > 0, f"{trace.name}: first point at {trace.x[0]}, step {second} saw {first_seen}"

@@ -166,7 +166,8 @@ def test_the_sentence_says_why_gloos_reduce_scatter_stands_at_the_all_reduces_by
     from scenarios.collectives.claims import scatter_over_reduce
     ratio = scatter_over_reduce(records)
     assert ratio is not None and abs(ratio - 1) <= 0.01, ratio
-    assert f"sent {ratio:.3f}× what its all-reduce" in text and "whole all-reduce" in text, text
+    shown = "exactly what" if ratio == 1 else f"{ratio:#.3g}× what"
+    assert f"sent {shown} its all-reduce" in text and "whole all-reduce" in text, text
 
 
 def test_a_fit_whose_free_latency_is_negative_holds_it_at_zero(monkeypatch) -> None:
@@ -212,3 +213,22 @@ def test_the_dtensor_sentence_says_which_rows_rank_0_holds_of_how_many() -> None
     text = next(s.text for s in explanation.details if s.text.startswith("DTensor:"))
     held, rows = records.at("DTensor", "rank_0/local_rows", 0), records.at("DTensor", "rows", 0)
     assert f"with Shard(0), rank 0 holds {held:.0f} of the {rows:.0f} rows" in text, text
+
+
+def test_the_presets_say_the_sizes_they_run_and_ratios_carry_the_digits_they_have() -> None:
+    """The default preset read '16 KiB to 4 MiB' while its sweep ran 64 KiB to 4,096 KiB (4 sizes ×4 apart); the
+    sentences read '1.000×' six times for TCP's 1.0001: three digits, or 'exactly' where the bytes agree."""
+    import re
+    from scenarios.collectives.claims import times
+    from scenarios.collectives.launch import sizes_of
+    units = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20}
+    for name, values in SCENARIO.presets.items():
+        if stated := re.search(r"([\d,]+) (B|KiB|MiB) to ([\d,]+) (B|KiB|MiB)", name):
+            said = [int(stated[i].replace(",", "")) * units[stated[i + 1]] for i in (1, 3)]
+            run = [4 * n for n in sizes_of(SCENARIO.validate(values))]
+            assert said == [run[0], run[-1]], f"{name!r}: says {said} bytes, runs {run}"
+    assert "two ranks, 64 KiB to 4 MiB" in SCENARIO.presets, list(SCENARIO.presets)
+    shown = [times(1.0, "its ring formula"), times(1.0001373, "its ring formula"), times(2.000275), times(2.0, "S")]
+    assert shown == ["exactly its ring formula", "1.00× its ring formula", "2.00×", "exactly 2× S"], shown
+    said = SCENARIO.explain(tiny_result("collectives").frame, SCENARIO.validate(SCENARIO.tiny)).markdown()
+    assert not re.findall(r"\d\.\d{3}×", said), re.findall(r"\d\.\d{3}×", said)

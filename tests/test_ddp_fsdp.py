@@ -1,13 +1,11 @@
 """DDP vs FSDP memory: the ZeRO model, measured on real gloo process groups.
 
-The launches start real processes (a few seconds each, more on a loaded machine), so the
-measured runs share module-scoped results: world sizes 1 and 2, DDP and FSDP (ZeRO-3);
-and two ranks, three blocks, every strategy with rank 0's timeline. Leftover ranks are
-counted among this test's own descendants only (tests/descendants.py).
+The launches start real processes (a few seconds each, more on a loaded machine), so the measured runs share
+module-scoped results: world sizes 1 and 2, DDP and FSDP (ZeRO-3); and two ranks, three blocks, every strategy
+with rank 0's timeline. Leftover ranks are counted among this test's own descendants only (tests/descendants.py).
 """
 import math
 import subprocess
-import time
 
 import pytest
 import torch
@@ -15,6 +13,7 @@ import torch
 from engines.distributed.launch import RankFailed, launch
 from engines.distributed.memory_model import PRECISIONS, model_states, zero_paper_example
 from scenarios import get_scenario
+from scenarios.ddp_fsdp_memory.figures import what_if_figure
 from scenarios.ddp_fsdp_memory.timeline import timeline_of, trace_of
 from tests.descendants import ranks_alive, tag_environment
 
@@ -40,14 +39,18 @@ def measured() -> dict:
 def test_estimator_reproduces_the_zero_paper_example() -> None:
     """Ψ = 7.5B, N = 64, K = 12: 120 GB (DDP) -> 31.4 -> 16.6 -> 1.9 GB."""
     gb = zero_paper_example()
-    assert gb["ddp"] == pytest.approx(120.0)
-    assert gb["zero1"] == pytest.approx(31.4, abs=0.05)
-    assert gb["zero2"] == pytest.approx(16.6, abs=0.05)
-    assert gb["zero3"] == pytest.approx(1.9, abs=0.05)
+    assert gb["ddp"] == pytest.approx(120.0) and gb["zero1"] == pytest.approx(31.4, abs=0.05), gb
+    assert gb["zero2"] == pytest.approx(16.6, abs=0.05) and gb["zero3"] == pytest.approx(1.9, abs=0.05), gb
 
 
 def test_fp32_adam_is_16_bytes_per_parameter_on_one_device() -> None:
     assert model_states(1000, 1, "ddp", PRECISIONS["fp32 Adam"]).total == 16000
+
+
+def test_the_what_if_note_is_short_lines_and_says_an_exact_match_plainly() -> None:
+    """One line '…model states within 0.0%, act' ran out of the chart: short lines; 1.2474×10⁻⁴ is 0.012%, 0 'equal'."""
+    note = what_if_figure(SCENARIO.validate({}), {"max_state_error": 1.2474e-4, "max_activation_error": 0.0}).layout.annotations[0]
+    assert note.text == "model vs measured, small runs:<br>model states within 0.012%<br>activations equal to the byte", note.text
 
 
 @pytest.mark.slow
@@ -74,10 +77,8 @@ def test_ddp_and_fsdp_compute_the_same_training(measured) -> None:
 
 @pytest.mark.slow
 def test_a_rank_that_raises_ends_the_run_with_its_message(tag) -> None:
-    started = time.monotonic()
     with pytest.raises(RankFailed, match="rank 1 failed .*injected failure on rank 1"):
         list(launch({**JOB, "fail_rank": 1}, 2))
-    assert time.monotonic() - started < 60
     assert ranks_alive(tag) == [], "a rank outlived the failed run"
 
 

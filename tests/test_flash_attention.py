@@ -161,3 +161,13 @@ def test_the_exactness_sentence_writes_its_differences_as_powers_of_ten() -> Non
     from tests.tiny_runs import tiny_frame
     text = exactness_sentence(Records(tiny_frame(SCENARIO.id))).text
     assert "e-" not in text and ("×10" in text or "at most 0" in text), text
+
+
+def test_the_hbm_traffic_legend_stands_outside_the_plot() -> None:
+    """Inside the plot the legend covered the tiled line and the ringed M as set (any corner: the tiled line
+    falls across the whole width, the standard ones run flat along the top): it stands below the axes."""
+    from explorer.view.look import polish
+    from tests.tiny_runs import tiny_frame
+    legend = polish(SCENARIO.figures(tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny))["hbm_traffic"]).layout.legend
+    outside = (legend.y is not None and legend.y < 0 and legend.yanchor == "top") or (legend.x is not None and legend.x >= 1)
+    assert outside, f"legend at x = {legend.x}, y = {legend.y} (anchors {legend.xanchor}, {legend.yanchor}): inside the plot"

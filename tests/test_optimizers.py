@@ -144,3 +144,14 @@ def test_the_page_says_each_methods_own_edge_at_the_issues_config() -> None:
     assert "Nesterov 1.5, past its edge 2(1 + μ)/(1 + 2μ) = 1.36" in text, text
     assert "the stability edge of gradient descent on a quadratic is 2" not in text
     assert Records(frame).last("Nesterov", "loss") > 1e10, "Nesterov grows past its edge"
+
+
+def test_adams_first_step_is_said_to_the_digits_it_has() -> None:
+    """lr·|g|/(|g| + ε) is 1 − 5×10⁻⁹ of lr at |g| = 2: the page read '1.000000·lr'; three digits, 'exactly lr' at 1."""
+    from scenarios.optimizers.figures import adam_sentence, first_step, lr_times
+    records = Records(SCENARIO.run({"net_steps": 10}).frame)
+    moved = [first_step("Adam", c)(records) for c in ("x", "y")]
+    text = adam_sentence(records).text
+    assert all(0 < 1 - v < 1e-6 for v in moved), f"first step ÷ lr {moved}: just short of 1"
+    assert text.startswith("Adam's first step moved the point by 1.00·lr in x and 1.00·lr in y (") and "1.000000" not in text, text
+    assert [lr_times(v) for v in (1.0, 0.9999999950000005, 0.5)] == ["exactly lr", "1.00·lr", "0.500·lr"]

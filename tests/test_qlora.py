@@ -184,3 +184,28 @@ def test_qlora_ends_near_lora_and_nf4_rounds_the_base_better_than_int4(seed) -> 
     assert nf4_err < 0.9 * int4_err, f"seed {seed}: base weights NF4 {nf4_err:.4g} vs int4 {int4_err:.4g}"
     memory = summary["memory_bits"]
     assert memory[QLORA] < 0.8 * memory[LORA] and memory[FULL] > 127, memory
+
+
+def test_the_uniform_guess_is_a_legend_entry_and_b_names_only_loras_matrix() -> None:
+    """The uniform guess's label on its line ran over the y-axis title and the curves: it is a legend entry,
+    and the loss charts carry no annotation. "B" is LoRA's matrix (zero at the start); the block size is
+    'block size 64' or n in every word of the page: presets, mechanism, field help, titles, legends, sentences."""
+    import re
+    import sys
+    from tests.tiny_runs import tiny_frame
+    frame = tiny_frame(SCENARIO.id)
+    config = SCENARIO.validate(SCENARIO.tiny)
+    figures = SCENARIO.figures(frame, config)
+    for name in ("prose", "loss"):
+        notes = [note.text for note in figures[name].layout.annotations]
+        lines = [trace.name for trace in figures[name].data if trace.name and trace.name.startswith("uniform guess")]
+        assert not notes and lines == ["uniform guess: 8 bits"], f"{name}: annotations {notes}, legend lines {lines}"
+    words = [*SCENARIO.presets, SCENARIO.formula, sys.modules[type(SCENARIO).__module__].__doc__,
+             *(field.description for field in SCENARIO.Config.model_fields.values()),
+             SCENARIO.explain(frame, config).markdown(),
+             *(str(fig.layout.title.text) for fig in figures.values()),
+             *(str(trace.name) for fig in figures.values() for trace in fig.data)]
+    block_b = [m.group(0) for text in words for m in re.finditer(r"\bB(?:₂|_2)?\s*=\s*\d+|/\(?B\b|\bB\s*\(\d+\)", text)]
+    assert not block_b, f"B used for the block size: {block_b}"
+    said = SCENARIO.explain(frame, config).markdown()
+    assert "LoRA's B matrix starts at zero" in said, said

@@ -241,3 +241,22 @@ def test_coinciding_schemes_stay_visible_and_the_float_line_is_named_in_the_lege
         labels = [a.text for a in figure.layout.annotations if a.text and a.text.startswith("float")]
         if Records(frame).has("test/accuracy", "float"):
             assert len(floats) == 1 and not labels, f"{name}: legend {floats}, labels {labels}"
+
+
+def test_the_channel_ranges_have_one_x_title_and_a_few_upright_ticks_per_column() -> None:
+    """Three x titles side by side ran into each other ('channel (widest firs|channel …') and layer 3's ten
+    channels got a tick each, stood on its side: one title under the middle column, ticks 1 and a 1-2-5 step."""
+    from explorer.view.look import polish
+    from scenarios.quantization.figures import rank_ticks
+    from scenarios.records import Records
+    from tests.tiny_runs import tiny_frame
+    frame = tiny_frame(SCENARIO.id)
+    figure = polish(SCENARIO.figures(frame, SCENARIO.validate(SCENARIO.tiny))["channel_ranges"])
+    axes = [figure.layout[key] for key in ("xaxis", "xaxis2", "xaxis3")]
+    titles = [axis.title.text for axis in axes]
+    assert titles == [None, "output channel, ranked widest first", None], titles
+    counts = [len(Records(frame).values("float", f"channel_absmax/layer_{layer:02d}")) for layer in (1, 2, 3)]
+    ticks = [list(axis.tickvals) for axis in axes]
+    assert ticks == [rank_ticks(n) for n in counts] and all(len(t) <= 5 for t in ticks), f"{counts} channels: ticks {ticks}"
+    assert rank_ticks(10) == [1, 5, 10] and rank_ticks(64) == [1, 20, 40, 60], (rank_ticks(10), rank_ticks(64))
+    assert all(axis.tickangle == 0 for axis in axes), [axis.tickangle for axis in axes]

@@ -23,13 +23,16 @@ def batch_of(arm: str) -> int:
 
 # --- figures ------------------------------------------------------------------------------------
 def examples_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go.Figure:
-    """Held-out loss against examples seen (steps × B): what the same data budget buys per batch size."""
+    """Held-out loss against examples seen (steps × B): what the same data budget buys per batch size. Only
+    points past 0 examples: step 0 has no place on the log axis (plotly would draw a flat line to it)."""
     fig = go.Figure()
     for arm in arms:
-        loss, seen = records.series(arm, "eval_loss"), records.series(arm, "examples")
-        if loss.empty:
+        loss = records.series(arm, "eval_loss")
+        seen = records.series(arm, "examples").reindex(loss.index)
+        drawn = (seen > 0).to_numpy()  # step 0 has seen 0 examples
+        if not drawn.any():
             continue
-        fig.add_scatter(x=seen.reindex(loss.index).to_numpy(), y=loss.to_numpy(), name=arm, mode="lines",
+        fig.add_scatter(x=seen.to_numpy()[drawn], y=loss.to_numpy()[drawn], name=arm, mode="lines",
                         line=dict(color=colors.get(arm)),
                         hovertemplate=f"{arm}<br>%{{x:,.0f}} examples<br>held-out loss %{{y:.4g}}<extra></extra>")
     fig = layout(fig, "Held-out loss against examples seen", "examples seen (steps × B, log scale)",

@@ -76,7 +76,7 @@ class CollectivesAndDTensor(Scenario):
     timed = (tiny, {"world_size": 3, "largest_kib": 1024, "sizes": 2, "repeats": 2}, {"sizes": 6, "repeats": 4})
     tiny_space = {"world_size": [2], "largest_kib": [16, 64], "sizes": [1, 2], "repeats": [1]}
     presets = {
-        "two ranks, 16 KiB to 4 MiB": {},
+        f"two ranks, {running.sweep_words(Config())}": {},  # the sizes it runs, from the defaults
         "four ranks: 2(N−1)/N = 1.5": {"world_size": 4, "sizes": 3},
         "small tensors: latency dominates": {"largest_kib": 64, "sizes": 4, "repeats": 10},
         "FSDP with 4 units": {"layers": 4, "sizes": 2},

@@ -4,7 +4,7 @@ Every number is a `Computed` that reads it again from the records, so each sente
 world size, sweep and partial frame."""
 from collections.abc import Callable
 
-from scenarios.claims import Computed
+from scenarios.claims import Computed, three_digits
 from scenarios.collectives.figures import count, fit, max_error, mean_sent_over_ring, per_rank
 from scenarios.collectives.launch import TRANSITIONS
 from scenarios.explanation import Explanation, Sentence, join, say
@@ -19,8 +19,13 @@ def claim(records: Records, compute: Compute, text: str = "{}", shown: Callable[
     return None if value is None else Computed(text, value, compute, shown=shown(value) if shown else "")
 
 
-def times(value: float) -> str:
-    return f"{value:.3f}×"
+def times(value: float, of: str = "") -> str:
+    """A ratio to the precision it has, before what it multiplies: 'exactly its ring formula' or 'exactly 2× S'
+    where the bytes agree to the byte, else three digits ('1.00× its ring formula': TCP's few hundred bytes over
+    4 MiB are 1.0001, which '1.000×' dressed up as precision)."""
+    if value > 0 and value == round(value):
+        return " ".join(part for part in ("exactly", "" if value == 1 and of else f"{value:g}×", of) if part)
+    return f"{three_digits(value)}× {of}".strip()
 
 
 def ratio_of(op: str) -> Compute:
@@ -45,8 +50,8 @@ def headline(records: Records) -> dict[str, float | None]:
 
 
 def takeaway(records: Records) -> Sentence | None:
-    parts = [say(f"{op} {{}} its ring formula", c) for op in ("all-reduce", "all-gather")
-             if (c := claim(records, ratio_of(op), shown=times)) is not None]
+    parts = [say(f"{op} {{}}", c) for op in ("all-reduce", "all-gather")
+             if (c := claim(records, ratio_of(op), shown=lambda v: times(v, "its ring formula"))) is not None]
     size = claim(records, largest("all-reduce"), shown=byte_size)
     if not parts or size is None:
         return None
@@ -76,9 +81,9 @@ def scatter_and_ring(records: Records) -> Sentence | None:
         return None
     joined = join(*parts, sep=", ")
     text, claims = f"Sent ÷ the ring formula at the largest size: {joined.text}", joined.claims
-    alike = claim(records, scatter_over_reduce, shown=times)
+    alike = claim(records, scatter_over_reduce, shown=lambda v: times(v, "what"))
     if alike is not None and abs(alike.value - 1) <= ALIKE:  # held by the claim: the two sent the same bytes
-        text += (f"; gloo's reduce-scatter sent {alike} what its all-reduce of the same tensor sent — as many bytes "
+        text += (f"; gloo's reduce-scatter sent {alike} its all-reduce of the same tensor sent — as many bytes "
                  "as a whole all-reduce, so its bars stand at the all-reduce's rather than at its own formula")
         claims = (*claims, alike)
     return Sentence(text + ".", claims)
@@ -106,10 +111,10 @@ def broadcast(records: Records) -> Sentence | None:
     def others(r: Records) -> float | None:
         size, got = r.at("broadcast", "size_bytes", step), per_rank(r, "broadcast", "received_bytes", step)[1:]
         return min(got) / size if size and got else None
-    claims = [claim(records, root, shown=times), claim(records, others, shown=times)]
+    claims = [claim(records, root, shown=lambda v: times(v, "S")), claim(records, others, shown=lambda v: times(v, "S"))]
     if None in claims:
         return None
-    return say("Broadcast from rank 0: it sent {} S, every other rank received at least {} S.", *claims)
+    return say("Broadcast from rank 0: it sent {}, every other rank received at least {}.", *claims)
 
 
 def fitted(records: Records) -> Sentence | None:

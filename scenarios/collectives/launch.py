@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from engines.distributed.launch import launched as launch_items, timeout_for
 from engines.loop.records import Diverged, StepRecord
 from scenarios.base import Estimate, Machine, host_memory
+from scenarios.words import UNITS, byte_size
 
 OPS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "ring all-reduce (by hand)",
        "ring reduce-scatter (by hand)")  # engines.distributed.collectives.OPS, named here without importing torch
@@ -40,6 +41,15 @@ def sizes_of(config) -> list[int]:
     world, largest = config.world_size, config.largest_kib * 1024 // 4
     counts = [max(256 // world * world, round(largest / SIZE_STEP ** k / world) * world) for k in range(config.sizes)]
     return sorted(set(counts))
+
+
+def sweep_words(config) -> str:
+    """'64 KiB to 4 MiB': the smallest and the largest S the sweep measures (float32), as a preset names them."""
+    def size(count: int) -> str:
+        exact = [(name, scale) for name, scale in UNITS if 4 * count % scale == 0 and 4 * count >= scale]
+        return f"{4 * count // exact[-1][1]:,} {exact[-1][0]}" if exact[-1][1] > 1 else byte_size(4 * count)
+    sizes = sizes_of(config)
+    return size(sizes[-1]) if len(sizes) == 1 else f"{size(sizes[0])} to {size(sizes[-1])}"
 
 
 def job_of(config) -> dict:

@@ -8,7 +8,7 @@ a result folder from torchrun, a partial frame mid-run.
 from collections.abc import Callable
 
 from scenarios.claims import Computed
-from scenarios.ddp_fsdp_memory.summary import summary
+from scenarios.ddp_fsdp_memory.summary import summary, within
 from scenarios.explanation import Explanation, Sentence, join, say, trajectory
 from scenarios.records import Records
 from scenarios.words import byte_size, byte_sizes, counted
@@ -76,16 +76,18 @@ def explanation(records: Records, kinds: tuple[str, ...]) -> Explanation:
 
 
 def _model_error(records: Records) -> Sentence | None:
-    claim = measured("The ZeRO model (fp32 Adam: 16 bytes per parameter, FSDP's divided by N) is off by at most {} "
-                     "from the measured model state of every arm", of_run("max_state_error"), records,
-                     shown=lambda v: f"{v:.1%}")
+    claim = measured("The ZeRO model (fp32 Adam: 16 bytes per parameter, FSDP's divided by N) against the measured "
+                     "model state of every arm: {}", of_run("max_state_error"), records, shown=within)
     return say("{}.", claim) if claim else None
 
 
 def _losses(records: Records, top: int) -> Sentence | None:
-    claims = [measured(f"at N={top} the fp32 strategies' losses differ by at most {{}} at any step",
+    gap, bf16_gap = of_run("loss_gap", top)(records), of_run("bf16_loss_gap", top)(records)
+    claims = [measured(f"at N={top} the fp32 strategies' losses are equal at every step" if gap == 0 else
+                       f"at N={top} the fp32 strategies' losses differ by at most {{}} at any step",
                        of_run("loss_gap", top), records),
-              measured("bf16 compute moves the loss by at most {}", of_run("bf16_loss_gap", top), records)]
+              measured("bf16 compute leaves the loss unchanged at every step" if bf16_gap == 0 else
+                       "bf16 compute moves the loss by at most {}", of_run("bf16_loss_gap", top), records)]
     claims = [c for c in claims if c is not None]
     return say("Loss: " + "; ".join(["{}"] * len(claims)) + ".", *claims) if claims else None
 

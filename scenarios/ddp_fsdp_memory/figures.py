@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from engines.distributed.memory_model import GB, PRECISIONS, model_states
-from scenarios.ddp_fsdp_memory.summary import ALLOCATOR, CATEGORIES, arm_values
+from scenarios.ddp_fsdp_memory.summary import ALLOCATOR, CATEGORIES, arm_values, within
 from scenarios.ddp_fsdp_memory.timeline import timeline_figure, timeline_of
 from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
@@ -112,9 +112,13 @@ def what_if_figure(config, summary: dict) -> go.Figure:
                         hovertemplate=f"{name}<br>N=%{{x}}<br>%{{y:,.2f}} GB<extra></extra>")
     fig.add_vline(x=config.whatif_devices, line_dash="dot", line_color="gray")
     error, act_error = summary.get("max_state_error"), summary.get("max_activation_error")
-    note = ("run to validate the model" if error is None else f"model vs measured on the small runs: model states "
-            f"within {error:.1%}" + (f", activations within {act_error:.1%}" if act_error is not None else ""))
-    fig.add_annotation(text=note, xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False, xanchor="left")
+    lines = ["run to validate the model"] if error is None else [
+        "model vs measured, small runs:", f"model states {within(error)}",
+        *([f"activations {within(act_error)}"] if act_error is not None else [])]
+    # short lines in the bottom-left corner: every stage starts at DDP's value at N = 1 and ZeRO-3 falls as 1/N,
+    # the plot's diagonal, so the corner under it holds no line (one long line ran out of the chart)
+    fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False,
+                       xanchor="left", yanchor="bottom", align="left", font=dict(size=11))
     fig.update_xaxes(type="log")
     return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision.split(' (')[0]}",
                   "devices N (log scale)", "model state per device (GB, log scale)", log_y=True)

@@ -17,6 +17,7 @@ DTYPES = ("float16", "bfloat16", "float32", "float64")
 IO_LINES = {"standard": "standard", "standard_mask_dropout": "standard + mask + dropout", "tiled": "tiled (FlashAttention)"}
 ERRORS = {"out_vs_explicit": "O vs<br>explicit", "out_vs_sdpa": "O vs<br>SDPA", "lse": "L vs<br>logsumexp",
           "grad_q": "dQ", "grad_k": "dK", "grad_v": "dV"}  # two short lines each: six side by side in half a page
+IO_HEIGHT_PX = 500      # the HBM chart: 430 and up to four legend rows below it
 NO_CUDA_HEIGHT_PX = 170  # the no-CUDA note: a title and two lines, not a whole empty chart
 BACKENDS = ("flash", "memory_efficient", "math")
 MIB = 2 ** 20
@@ -40,8 +41,10 @@ def io_figure(records: Records, sram_kib: int, n: int, d: int) -> go.Figure:
     fig.update_xaxes(type="log", tickvals=sorted(cols))  # the grid's own M (no ticktext: the module docstring)
     fig = layout(fig, f"HBM traffic, forward + backward, one head (N = {n}, d = {d}, fp16)",
                  "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys)", "MiB read + written (IO model)", log_y=True)
-    fig.update_layout(legend=dict(x=0.01, y=0.02, xanchor="left", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)"),
-                      legend_title_text="attention")
+    # below the plot (inside, any corner is crossed by the tiled line or the flat standard ones), untitled, in columns
+    # 200 px wide: two a row where the chart is wide enough, else one; the chart grows by the rows
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.24, xanchor="left", yanchor="top", entrywidth=200),
+                      legend_title_text="", height=IO_HEIGHT_PX)
     return fig
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from scenarios.base import COLUMNS
-from scenarios.claims import Claim, Computed, Final, Peak, Value, fmt
+from scenarios.claims import Claim, Computed, Final, Peak, Value, fmt, three_digits
 from scenarios.explanation import Sentence, say, trajectory
 from scenarios.plotting import curves_figure, full_width, layout
 from scenarios.records import Records
@@ -175,11 +175,23 @@ def first_step(arm: str, coordinate: str):
     return compute
 
 
+SIGN_STEP = 0.005  # |step/lr − 1| under this: the step is lr·sign(g) to the three digits shown
+
+
+def lr_times(value: float) -> str:
+    """'exactly lr' or three digits, '1.00·lr': the first step is lr·|g|/(|g| + ε), 1 − 5×10⁻⁹ of lr at |g| = 2,
+    which six decimals wrote as a bare 1.000000."""
+    return "exactly lr" if value == 1 else f"{three_digits(value)}·lr"
+
+
 def adam_sentence(records: Records) -> Sentence | None:
-    claims = [Computed(f"{{}}·lr in {c}", value, first_step("Adam", c), shown=f"{value:.6f}")
+    claims = [Computed(f"{{}} in {c}", value, first_step("Adam", c), shown=lr_times(value))
               for c in ("x", "y") if (value := first_step("Adam", c)(records)) is not None]
-    return say("Adam's first step moved the point by " + " and ".join(["{}"] * len(claims)) +
-               " (−lr·g/(|g| + ε) ≈ −lr·sign(g): the gradient's size drops out)", *claims) if claims else None
+    if not claims:
+        return None
+    why = (" (−lr·g/(|g| + ε) ≈ −lr·sign(g): the gradient's size drops out)" if all(abs(c.value - 1) < SIGN_STEP
+           for c in claims) else " (−lr·g/(|g| + ε): a gradient near ε in size moves less than lr)")
+    return say("Adam's first step moved the point by " + " and ".join(["{}"] * len(claims)) + why, *claims)
 
 
 def relative_error(arm: str):

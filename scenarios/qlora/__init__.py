@@ -9,10 +9,11 @@ forward; embeddings, norms, biases and the read-out stay float32).
 
 **NF4** (Dettmers et al. 2023) is a 4-bit code whose 16 values sit at quantiles of N(0, 1): 8
 positive, 7 negative and an exact zero, divided by the largest to span [−1, 1]. Weights are cut
-into blocks of B (64); each keeps its absmax c in float32 and each weight the nearest code value
-of w/c: 4 bits plus 32/B. **Double quantization** stores the constants as 8-bit codes in blocks of
-B₂ (256), 8/B + 32/(B·B₂) bits: 0.127 instead of 0.5 at the paper's sizes. **int4 absmax** at the
-same bits and block rounds w/c onto 15 evenly spaced levels.
+into blocks of n weights (the block size, 64); each keeps its absmax c in float32 and each weight the
+nearest code value of w/c: 4 bits plus 32/n. **Double quantization** stores the constants as 8-bit
+codes in blocks of n₂ (256), 8/n + 32/(n·n₂) bits: 0.127 instead of 0.5 at the paper's sizes. **int4
+absmax** at the same bits and block rounds w/c onto 15 evenly spaced levels. (B is LoRA's up-projection
+in s·B A, zero at the start; the block size is n.)
 
 Look at: the memory chart (bits per base parameter, counted from each arm's tensors: gradients and
 AdamW's two moments make the full fine-tune's 128 bits of float32 state per weight); the loss gap
@@ -39,9 +40,10 @@ class Config(ScenarioConfig):
     steps: int = Field(120, ge=10, le=2000, description="Fine-tuning steps of each arm on the target text.")
     rank: int = Field(8, ge=1, le=32, description="r: LoRA's rank on every Linear (both adapter arms).")
     alpha: float = Field(16.0, ge=1.0, le=128.0, description="lora_alpha: peft scales B·A by s = alpha / r.")
-    block_size: Literal[32, 64, 128, 256] = Field(64, description="B: weights per absmax constant (QLoRA: 64).")
+    block_size: Literal[32, 64, 128, 256] = Field(
+        64, description="n: weights per absmax constant, the block size (QLoRA: 64).")
     second_block: Literal[64, 128, 256, 512, 1024] = Field(
-        256, description="B₂: absmax constants per float32 scale of the double quantization (QLoRA: 256).")
+        256, description="n₂: absmax constants per float32 scale of the double quantization (QLoRA: 256).")
     lr: float = Field(3e-2, ge=1e-4, le=5e-2, json_schema_extra={"scale": "log"},
                       description="AdamW rate of the adapters (LoRA and QLoRA).")
     full_lr: float = Field(3e-3, ge=1e-4, le=3e-2, json_schema_extra={"scale": "log"},
@@ -72,15 +74,15 @@ class QLoRA(Scenario):
     formula = (r"\begin{aligned}\text{NF4: } q_i &= \tfrac{\Phi^{-1}(p_i)}{\Phi^{-1}(1-\delta)},\ "
                r"p_i \in \{\tfrac12 \ldots 1-\delta\}\ (8 \text{ positive}, 7 \text{ negative}, 0),\ "
                r"\delta = \tfrac12\big(\tfrac1{32} + \tfrac1{30}\big)\\"
-               r"\hat w &= c_b \cdot q_{\,\arg\min_i |w/c_b - q_i|},\quad c_b = \max_{w \in b} |w|\\"
-               r"\text{constants: } &\tfrac{32}{B} \;\to\; \tfrac{8}{B} + \tfrac{32}{B\,B_2}"
-               r"\quad(B = 64,\ B_2 = 256:\ 0.5 \to 0.127 \text{ bits per weight})\\"
+               r"\hat w &= c \cdot q_{\,\arg\min_i |w/c - q_i|},\quad c = \max_{w \in \text{block}} |w|\\"
+               r"\text{constants: } &\tfrac{32}{n} \;\to\; \tfrac{8}{n} + \tfrac{32}{n\,n_2}"
+               r"\quad(\text{block size } n = 64,\ n_2 = 256:\ 0.5 \to 0.127 \text{ bits per weight})\\"
                r"h &= \hat W x + s\,B A x,\quad s = \alpha / r\end{aligned}")
     Config = Config
     tiny = {"pretrain_steps": 20, "steps": 10}
     presets = {
-        "the paper's sizes (B = 64, B₂ = 256)": {"block_size": 64, "second_block": 256},
-        "big blocks (B = 256): fewer constants, more error": {"block_size": 256},
+        "the paper's sizes (block size 64, n₂ = 256)": {"block_size": 64, "second_block": 256},
+        "big blocks (block size 256): fewer constants, more error": {"block_size": 256},
         "rank 1 adapters": {"rank": 1, "alpha": 2.0},
         "a longer fine-tune": {"steps": 400},
     }
@@ -103,7 +105,7 @@ class QLoRA(Scenario):
         return in_turn(pre) + together(*arms)
 
     def snippet(self, config: Config) -> str:
-        """The same arm with the libraries on a Hugging Face model (bitsandbytes fixes B = 64 and B₂ = 256)."""
+        """The same arm with the libraries on a Hugging Face model (bitsandbytes fixes block size 64 and n₂ = 256)."""
         return ("import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n"
                 "from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training\n\n"
                 "quantized = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\",\n"
@@ -131,8 +133,8 @@ class QLoRA(Scenario):
         b = config.block_size
         return {"headline": {**{f"target bits per byte, {arm}": final[arm] for arm in ARMS},
                              **{f"bits per base parameter, {bar}": bits for bar, bits in memory.items()},
-                             f"NF4 relative error, base weights, B = {b}": records.last(QLORA, f"qerr/base/nf4/block_{b}"),
-                             f"int4 relative error, base weights, B = {b}": records.last(QLORA, f"qerr/base/int4/block_{b}")},
+                             f"NF4 relative error, base weights, block size {b}": records.last(QLORA, f"qerr/base/nf4/block_{b}"),
+                             f"int4 relative error, base weights, block size {b}": records.last(QLORA, f"qerr/base/int4/block_{b}")},
                 "domain_bpb": final, "memory_bits": memory,
                 "memory_by_category": look.memory_rows(records)}
 

@@ -23,12 +23,13 @@ def loss_sentence(records: Records) -> Sentence | None:
 
 
 def start_sentence(records: Records) -> Sentence | None:
-    """Step 0 logs before any update, and B = 0: each adapter arm's step-0 loss is its base's."""
+    """Step 0 logs before any update, and LoRA's B starts at zero: each adapter arm's step-0 loss is its base's."""
     claims = [recorded(records, arm, metric, 0) for arm in (LORA, QLORA) for metric in ("prose_bpb", "domain_bpb")]
     if any(claim is None for claim in claims):
         return None
-    return say("Before fine-tuning (step 0, B = 0 so the adapters add nothing) the float base scores {} bits per byte "
-               "on the prose and {} on the target text; the same base rounded to NF4 scores {} and {}.", *claims)
+    return say("Before fine-tuning (step 0: LoRA's B matrix starts at zero, so the adapters add nothing) the float "
+               "base scores {} bits per byte on the prose and {} on the target text; the same base rounded to NF4 "
+               "scores {} and {}.", *claims)
 
 
 def pretrain_sentence(records: Records) -> Sentence | None:

@@ -2,7 +2,7 @@
 memory per parameter by category, and NF4's error against int4 absmax by block size."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL, category_color, curves_figure, layout
+from scenarios.plotting import UNIFORM_BYTE_BPB, category_color, curves_figure, layout
 from scenarios.records import Records
 
 PRE, FULL, LORA, QLORA = "pretraining", "full fine-tune", "LoRA, fp32 base", "QLoRA, NF4 base"  # engines.sequence.qlora
@@ -13,6 +13,7 @@ CATEGORIES = {"linear_weights": "block Linear weights", "constants": "quantizati
               "gradients": "gradients", "optimizer": "AdamW state"}
 BLOCKS = (32, 64, 128, 256)
 SOURCES = {"base": ("the base's weights", "solid"), "normal": ("N(0, 1) draws", "dash"), "uniform": ("uniform draws", "dot")}
+UNIFORM = f"uniform guess: {UNIFORM_BYTE_BPB:g} bits"  # in the legend: on the line its label ran over the axis title and curves
 CODES = {"nf4": ("NF4", "#1f77b4"), "int4": ("int4 absmax", "#d62728")}
 
 
@@ -59,10 +60,10 @@ def constants_figure(records: Records, block: int, second_block: int) -> go.Figu
                     text=[f"{v:.4f}" for v in bars.values()], textposition="outside",
                     hovertemplate="%{x}<br>%{y:.4f} bits per quantized weight<extra></extra>")
         formulas = [32 / block, 8 / block + 32 / (block * second_block)]
-        fig.add_scatter(x=list(bars), y=formulas, mode="markers", name="formula: 32/B and 8/B + 32/(B·B₂)",
+        fig.add_scatter(x=list(bars), y=formulas, mode="markers", name="formula: 32/n and 8/n + 32/(n·n₂)",
                         marker=dict(symbol="line-ew-open", size=40, color="black", line=dict(width=3, color="black")),
                         hovertemplate="%{x}<br>formula %{y:.4f} bits<extra></extra>")
-    layout(fig, f"Quantization constants per quantized weight (B = {block}, B₂ = {second_block})", "how the absmax is kept",
+    layout(fig, f"Quantization constants per quantized weight (block size n = {block}, n₂ = {second_block})", "how the absmax is kept",
            "bits per quantized weight")
     fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="")
     return fig
@@ -127,10 +128,11 @@ def gap_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 def loss_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     return curves_figure(records, colors, "domain_bpb", arms=ARMS, title="Held-out loss on the target text while fine-tuning",
                          x_title="fine-tuning step", y_title="bits per byte", log_y=False,
-                         chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM_BYTE_LABEL)
+                         chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM, chance_in_legend=True)
 
 
 def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     return curves_figure(records, colors, "prose_bpb", arms=[PRE, *ARMS],
                          title="Held-out loss on the prose: pretraining, then what each fine-tune keeps",
-                         y_title="bits per byte (prose)", log_y=False, chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM_BYTE_LABEL)
+                         y_title="bits per byte (prose)", log_y=False, chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM,
+                         chance_in_legend=True)

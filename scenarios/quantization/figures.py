@@ -104,6 +104,13 @@ def histogram_figure(records: Records, colors: dict[str, str], layer: int, bits:
     return fig
 
 
+def rank_ticks(count: int) -> list[int]:
+    """Ranks to label on a column a third of a chart wide: 1 and multiples of a 1-2-5 step, at most five
+    (a tick at every one of 10 ranks stood on its side, crammed)."""
+    step = next(s for s in (10 ** k * m for k in range(7) for m in (1, 2, 5)) if count / s <= 4)
+    return sorted({1, *range(step, count + 1, step)}) if count else []
+
+
 def ranges_figure(records: Records, colors: dict[str, str], bits: int) -> go.Figure:
     fig = make_subplots(rows=1, cols=3, subplot_titles=LAYER_TITLES, shared_yaxes=True, horizontal_spacing=0.04)
     for layer in (1, 2, 3):
@@ -118,7 +125,9 @@ def ranges_figure(records: Records, colors: dict[str, str], bits: int) -> go.Fig
                             line=dict(color=colors.get(TENSOR), dash="dash"),
                             name=f"per-tensor Δ/2 at {bits} bits: channels below round to 0", showlegend=layer == 1,
                             row=1, col=layer, hovertemplate=f"Δ/2 = {half_step:.3g}<extra></extra>")
-        fig.update_xaxes(title_text="channel (widest first)", row=1, col=layer)
+        fig.update_xaxes(tickvals=rank_ticks(len(absmax)), tickangle=0, row=1, col=layer)
+    # one title under the middle column: three side by side ran into each other
+    fig.update_xaxes(title_text="output channel, ranked widest first", row=1, col=2)
     fig.update_yaxes(type="log", exponentformat="power", dtick="D2")
     fig.update_yaxes(title_text="max |w| per channel (log)", row=1, col=1)
     fig.update_layout(title="Per-channel weight ranges vs the per-tensor Δ/2",
