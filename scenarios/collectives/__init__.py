@@ -38,7 +38,7 @@ WORLD_MAX = 8
 class Config(ScenarioConfig):
     world_size: int = Field(2, ge=2, le=WORLD_MAX, description="Ranks: gloo processes on this machine's CPU (up to 4, "
                             "or one per core). Each costs about 4 s of CPU to start.")
-    largest_kib: int = Field(4096, ge=16, le=16384, description="The largest tensor S, in KiB (float32).",
+    largest_kib: int = Field(4096, title="largest tensor (KiB)", ge=16, le=16384, description="The largest tensor S, in KiB (float32).",
                              json_schema_extra={"scale": "log"})
     sizes: int = Field(4, ge=1, le=8, description="Sizes in the sweep, ×4 apart, ending at the largest.")
     repeats: int = Field(3, ge=1, le=20, description="Timed calls per op and size (the slowest rank's median is drawn).")

@@ -57,15 +57,15 @@ class Config(ScenarioConfig):
     seq_len: int = Field(32, ge=8, le=256, description="Tokens per sequence (activations grow with it).")
     steps: int = Field(3, ge=2, le=20, description="Training steps per arm; memory is measured at step 1.")
     optimizer: Literal["adam", "adamw"] = Field("adam", description="Two fp32 moments per parameter either way.")
-    whatif_params_billion: float = view_field(70.0, ge=0.1, le=1000.0, description="What-if: parameters, in billions.",
+    whatif_params_billion: float = view_field(70.0, title="what-if: parameters (billions)", ge=0.1, le=1000.0, description="What-if: parameters, in billions.",
                                               json_schema_extra={"scale": "log"})
-    whatif_devices: int = view_field(512, ge=1, le=1024, description="What-if: devices.")
+    whatif_devices: int = view_field(512, title="what-if: devices", ge=1, le=1024, description="What-if: devices.")
     whatif_precision: Literal["mixed (bf16 + fp32 Adam)", "fp32 Adam"] = view_field(
-        "mixed (bf16 + fp32 Adam)", description="What-if: bytes per parameter (2+2+12 or 4+4+8).")
+        "mixed (bf16 + fp32 Adam)", title="what-if: precision", description="What-if: bytes per parameter (2+2+12 or 4+4+8).")
     timeline: bool = Field(True, description="Record rank 0's memory at every block boundary of the measured step "
                            "(on CUDA also the allocator's event history; under torchrun --out, a snapshot file "
                            "for pytorch.org/memory_viz).")
-    result_dir: str = Field("", max_length=500, description="A folder of rank_NN.jsonl written by a torchrun job "
+    result_dir: str = Field("", title="torchrun result folder", max_length=500, description="A folder of rank_NN.jsonl written by a torchrun job "
                             "(see README). When set, its measurements are drawn instead of launching ranks here.")
 
 

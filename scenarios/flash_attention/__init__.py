@@ -44,7 +44,7 @@ class Config(ScenarioConfig):
     head_dim: int = Field(64, ge=16, le=256, description="d: the size of each query, key and value vector (GPT-2: 64).")
     block_size: int = Field(128, ge=16, le=1024, description="Rows and columns of one tile of the PyTorch tiled "
                                                              "attention (the check and the memory sweep).")
-    sram_kib: int = Field(192, ge=16, le=1024, description="M, the on-chip SRAM of the IO model in KiB (A100: 192 per "
+    sram_kib: int = Field(192, title="SRAM M (KiB)", ge=16, le=1024, description="M, the on-chip SRAM of the IO model in KiB (A100: 192 per "
                                                            "SM); the kernel's blocks are B_c = ⌈M/4d⌉ keys.")
 
     @model_validator(mode="after")

@@ -40,7 +40,7 @@ LOG = {"scale": "log"}
 class Config(ScenarioConfig):
     surface: Literal["quadratic", "rosenbrock"] = Field(
         "quadratic", description="½(x² + κy²), Hessian diag(1, κ); or Rosenbrock's valley (1 − x)² + 100(y − x²)².")
-    kappa: float = Field(100.0, ge=1.0, le=1000.0, json_schema_extra=LOG,
+    kappa: float = Field(100.0, title="κ (condition number)", ge=1.0, le=1000.0, json_schema_extra=LOG,
                          description="Condition number κ = λ_max/λ_min of the quadratic. SGD is stable iff lr < 2/κ.")
     lr: float = Field(0.01, ge=1e-4, le=0.1, json_schema_extra=LOG,
                       description="SGD, momentum and Nesterov on the surface. Quadratic: stable below 2/κ (SGD), "
@@ -51,9 +51,9 @@ class Config(ScenarioConfig):
     weight_decay: float = Field(0.1, ge=0.0, le=1.0,
                                 description="λ of AdamW (decoupled, everywhere) and of Adam + L2 (untouched weight).")
     steps: int = Field(200, ge=10, le=2000, description="Steps on the surface and on the untouched weight.")
-    net_lr: float = Field(0.05, ge=1e-3, le=1.0, json_schema_extra=LOG, description="SGD family's rate on the MLP.")
-    net_adam_lr: float = Field(3e-3, ge=1e-4, le=0.1, json_schema_extra=LOG, description="Adam and AdamW on the MLP.")
-    net_steps: int = Field(200, ge=10, le=2000, description="MLP steps (batches of 64 fresh samples, 4 classes).")
+    net_lr: float = Field(0.05, title="MLP lr (SGD family)", ge=1e-3, le=1.0, json_schema_extra=LOG, description="SGD family's rate on the MLP.")
+    net_adam_lr: float = Field(3e-3, title="MLP lr (Adam, AdamW)", ge=1e-4, le=0.1, json_schema_extra=LOG, description="Adam and AdamW on the MLP.")
+    net_steps: int = Field(200, title="MLP steps", ge=10, le=2000, description="MLP steps (batches of 64 fresh samples, 4 classes).")
 
 
 def each_seed(items, seeds: list[int]):
