@@ -161,3 +161,13 @@ def test_a_fitted_reward_model_is_over_optimized(seed: int) -> None:
 def test_records_repeat_exactly() -> None:
     first, second = SCENARIO.run(SCENARIO.tiny), SCENARIO.run(SCENARIO.tiny)
     assert first.frame.equals(second.frame), "two runs of one config differ"
+
+
+def test_the_reward_models_optimum_is_named_as_the_objectives_not_as_where_ppo_went() -> None:
+    """The page said the optimum was "where PPO heads" while a later sentence put PPO at total variation 0.917
+    from it: the sentence now names it as the optimum of the objective PPO maximises, a fact of the method."""
+    from scenarios.records import Records
+    from scenarios.rlhf_ppo.claims import reward_model
+    sentence = reward_model(Records(SCENARIO.run(SCENARIO.tiny).frame))
+    assert sentence is not None and "the objective PPO maximises" in sentence.text, sentence
+    assert "heads" not in sentence.text, sentence.text

@@ -74,7 +74,7 @@ def reward_model(records: Records) -> Sentence | None:
     claims = [loss, accuracy, ece]
     aims = [number(records, first_of("π*", m)) for m in ("rm_optimum/true_reward", "rm_optimum/kl")]
     if None not in aims:
-        text += "; its own optimum π_ref·exp(r_φ/β), where PPO heads, earns E[r] {} at KL {}"
+        text += "; the optimum of the objective PPO maximises with it, π_ref·exp(r_φ/β), earns E[r] {} at KL {}"
         claims += aims
     return say(text + ".", *claims)
 
