@@ -137,3 +137,13 @@ def test_an_optimum_in_tau_is_said_only_where_the_records_show_one() -> None:
     assert "at an end" in sentence.text and all(c.holds(end) for c in sentence.claims)
     assert not all(c.holds(end) for c in optimum_sentence(inside, arms, 9, 512).claims)
     assert optimum_sentence(probe_frame(dict(zip(arms, [0.9, 0.8, 0.9]))), arms, 9, 512) is None
+
+
+def test_the_uniformity_axis_title_fits_a_half_width_chart() -> None:
+    """On one line (70 characters, ~490 px at 14 px) the title ran past both edges of a half-width chart, whose
+    plot is ~250 px wide at a 1280 px screen: each line of it at most 40 characters (~280 px)."""
+    from tests.tiny_runs import tiny_frame
+    figure = SCENARIO.figures(tiny_frame("contrastive"), SCENARIO.validate(SCENARIO.tiny))["align_uniform"]
+    lines = str(figure.layout.xaxis.title.text).split("<br>")
+    assert max(map(len, lines)) <= 40 and lines[0].startswith("uniformity"), \
+        f"x title lines of {[len(line) for line in lines]} characters: {lines}"

@@ -140,3 +140,17 @@ def test_the_teachers_own_training_is_the_first_figure_and_fills_in_before_any_s
     (curve,) = early["teacher"].data
     assert curve.name == "teacher" and curve.y[-1] < 0.7 * curve.y[0], list(curve.y)
     assert not any(shows_data(payload(name, figure)) for name, figure in early.items() if name in ("loss", "test_loss"))
+
+
+def test_the_uniform_line_is_a_legend_entry_not_a_label_over_the_bars() -> None:
+    """"uniform 1/10" was printed on the chart, over the bars its line crosses: now it is the line's legend entry,
+    drawn at 1/10 across every class's group of bars."""
+    from tests.tiny_runs import tiny_frame
+    config = SCENARIO.validate(SCENARIO.tiny)
+    figure = SCENARIO.figures(tiny_frame(SCENARIO.id), config)["soft_targets"]
+    notes = [str(note.text) for note in figure.layout.annotations]
+    lines = [trace for trace in figure.data if trace.type == "scatter" and str(trace.name).startswith("uniform")]
+    classes = len(figure.data[0].x)
+    assert not [note for note in notes if "uniform" in note], notes
+    assert len(lines) == 1 and list(lines[0].y) == [1 / classes] * 2 and list(lines[0].x) == [-0.5, classes - 0.5], \
+        [(trace.name, list(trace.x), list(trace.y)) for trace in lines]

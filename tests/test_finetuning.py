@@ -212,3 +212,37 @@ def test_held_out_instructions_take_the_page_width_and_the_stage_legend_clears_i
     assert is_full_width(figures["instructions"])
     legend = figures["stages"].layout.legend
     assert legend.orientation == "h" and legend.y <= -0.3, f"stages legend at y={legend.y}"
+
+
+def test_the_forgetting_chart_fits_a_half_width_chart_and_its_8_bits_line_is_named_where_no_curve_runs() -> None:
+    """Beside one-line bar names (margin 260 px) the forgetting plot was ~120 px wide and its 35-character x title
+    was cut; the stages chart's "8 bits per byte" label sat where stage 2's prose curve climbs through it."""
+    from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL
+    _, figures, _ = tiny_page()
+    forgetting = figures["forgetting"]
+    names = [str(name) for name in forgetting.data[0].y]
+    widest = max(len(line) for name in names for line in name.split("<br>"))
+    x_title = str(forgetting.layout.xaxis.title.text)
+    assert widest <= 22 and len(x_title) <= 30, f"bar names up to {widest} characters a line, x title {x_title!r}"
+    assert forgetting.layout.margin.l is None or forgetting.layout.margin.l <= 60, f"left margin {forgetting.layout.margin.l}"
+    assert forgetting.layout.yaxis.title.standoff, "no standoff: the page drew the y title over the bar names"
+    longest, room = max(forgetting.data[0].x), forgetting.layout.xaxis.range[1]
+    assert room >= 1.15 * longest, f"x axis to {room:.3g} for a longest bar of {longest:.3g}: no room for its label"
+    stages = figures["stages"]
+    notes = [str(note.text) for note in stages.layout.annotations]
+    named = [trace for trace in stages.data if trace.name == UNIFORM_BYTE_LABEL]
+    assert len(named) == 1 and set(named[0].y) == {UNIFORM_BYTE_BPB}, [trace.name for trace in stages.data]
+    assert not [note for note in notes if "bits per byte" in note], notes
+
+
+def test_the_stages_sentence_says_which_model_each_of_its_two_close_numbers_measures() -> None:
+    """Stage 1's last log (taken before its last update) and stage 2's first (the model after it) are two
+    measurements a step apart (3.73 and 3.72 at the defaults): the words say so, each beside its number."""
+    records, _, text = tiny_page()
+    pre, domain = "pretraining · prose", "LM fine-tuning · target domain"
+    last, first = records.series(pre, "prose_bpb"), records.series(domain, "prose_bpb")
+    steps = get_scenario("pretrain-finetune").tiny["pretrain_steps"]
+    assert int(last.index[-1]) == steps - 1 and int(first.index[0]) == 0, (last.index.tolist(), first.index.tolist())
+    before = f"to {last.iloc[-1]:#.3g} bits per byte (at its last log, taken before its last update)"
+    after = f"the prose's from {first.iloc[0]:#.3g} (the pretrained LM after that last update)"
+    assert before in text and after in text, f"{last.iloc[-1]:.4f} and {first.iloc[0]:.4f} not said as such in: {text}"

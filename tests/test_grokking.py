@@ -115,3 +115,21 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
     explanation = explained_and_holding(SCENARIO, overrides, records)
     assert DECAY in explanation.markdown() and NO_DECAY in explanation.markdown()
+
+
+def test_the_key_share_is_said_of_the_squared_norm_that_the_spectrum_bars_draw() -> None:
+    """The sentence said the key frequencies "carry 92.7% of its norm" beside bars of "% of the embedding's
+    squared norm" that sum to 92.7: the words name the squared norm, and the number is the bars' sum."""
+    import re
+    from tests.tiny_runs import tiny_frame
+    frame, config = tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny)
+    records, text = Records(frame), str(SCENARIO.explain(frame, config))
+    figure = SCENARIO.figures(frame, config)["spectrum"]
+    bars = next(bar for bar in figure.data if bar.name == DECAY)
+    key = {int(records.last(DECAY, f"key/rank_{r:02d}")) for r in range(config.key_frequencies)}
+    drawn = sum(y for x, y in zip(bars.x, bars.y) if x in key)
+    said = re.search(rf"{re.escape(DECAY)}'s embedding at the last step: .*?carry ([\d.]+)% of its (\w+ ?\w*),", text)
+    assert said is not None, text
+    assert said.group(2) == "squared norm" and "squared norm" in figure.layout.yaxis.title.text, \
+        f"said: of its {said.group(2)!r}; the bars: {figure.layout.yaxis.title.text!r}"
+    assert abs(float(said.group(1)) - drawn) < 0.05 + 1e-9, f"said {said.group(1)}%, the key bars sum to {drawn:.2f}%"

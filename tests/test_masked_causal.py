@@ -105,13 +105,95 @@ def test_the_masked_model_fills_past_the_left_only_ceiling_the_causal_one_cannot
     assert records.last(SGNS, "identity/correlation") > 0.9, records.last(SGNS, "identity/correlation")
 
 
-def test_names_of_two_points_that_nearly_coincide_are_placed_apart() -> None:
-    """egypt and india sat 0.01 apart on the plane, their names printed over each other: the second
-    name takes the first free spot (below), and a lone point keeps the top."""
-    from scenarios.masked_causal.figures import label_positions
-    points = [(0.88, 0.30, "egypt"), (0.89, 0.31, "india"), (0.18, 0.09, "delhi"), (0.20, 0.05, "cairo"),
-              (1.10, 1.05, "italy"), (0.10, 0.63, "paris"), (0.95, -0.30, "spain"), (1.15, -0.25, "japan")]
-    spots = label_positions(points)
-    assert spots[0] == "top center" and spots[1] != "top center", spots
-    assert spots[2] == "top center" and spots[3] != "top center", spots
-    assert spots[4] == "top center", spots
+# The plane at the defaults (seed 0, 2026-12-06): (country x, y, capital x, y, capital); egypt and india 0.05 apart,
+# cairo and delhi 0.1, japan, kenya and spain within 0.7 on x: their names were printed over each other.
+DEFAULT_PLANE = {"france": (0.775, 0.7, -1.783, 0.631, "paris"), "japan": (1.954, -0.286, -0.676, -0.594, "tokyo"),
+                 "egypt": (0.975, 0.297, -1.524, 0.047, "cairo"), "peru": (0.857, 2.188, -1.827, 2.185, "lima"),
+                 "italy": (1.793, 1.051, -0.707, 1.084, "rome"), "china": (1.039, -0.996, -1.551, -1.367, "beijing"),
+                 "kenya": (1.722, -0.516, -0.843, -0.898, "nairobi"), "chile": (1.551, -1.203, -1.08, -1.763, "santiago"),
+                 "spain": (1.293, -0.363, -1.368, -0.6, "madrid"), "india": (1.025, 0.314, -1.625, 0.088, "delhi")}
+
+
+def plane_frame(plane: dict) -> "pd.DataFrame":
+    """A frame holding only the skip-gram arm's plane snapshot, as the run records it."""
+    import pandas as pd
+    from engines.sequence.relational import vocabulary
+    from scenarios.masked_causal.figures import SGNS
+    index = {word: i for i, word in enumerate(vocabulary(len(plane)))}
+    rows = [(SGNS, 800, f"plane/{axis}/{index[word]:03d}", value) for country, (x0, y0, x1, y1, capital) in plane.items()
+            for word, x, y in ((country, x0, y0), (capital, x1, y1)) for axis, value in (("x", x), ("y", y))]
+    return pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
+
+
+def assert_names_apart(figure) -> None:
+    """Every name's box (as plotly.js places it, at a half-width chart's plot size) clear of every other name by
+    the gap, of every other point's marker, and inside the axis ranges."""
+    from scenarios.masked_causal import labels
+    assert figure.layout.xaxis.range and figure.layout.yaxis.range, "no ranges: plotly's pad holds the markers, not the names"
+    (x0, x1), (y0, y1) = figure.layout.xaxis.range, figure.layout.yaxis.range
+    width, height = labels.PLOT_PX
+    names, boxes, marks = [], [], []
+    for trace in figure.data:
+        for x, y, text, spot in zip(trace.x, trace.y, trace.text, trace.textposition):
+            px, py = (x - x0) / (x1 - x0) * width, (y - y0) / (y1 - y0) * height
+            names.append(text)
+            boxes.append(labels.label_box(px, py, text, spot))
+            marks.append((px - labels.MARKER_PX / 2, py - labels.MARKER_PX / 2, px + labels.MARKER_PX / 2, py + labels.MARKER_PX / 2))
+    gap = labels.GAP_PX
+    for i, a in enumerate(boxes):
+        assert -1e-6 <= a[0] and a[2] <= width + 1e-6 and -1e-6 <= a[1] and a[3] <= height + 1e-6, \
+            f"{names[i]} at {[round(v) for v in a]} px: outside the {width:.0f} × {height:.0f} px plot"
+        for j, b in enumerate(boxes[:i]):
+            shared = labels.overlap_px((a[0] - gap, a[1] - gap, a[2] + gap, a[3] + gap), b)
+            assert shared == 0, f"{names[i]} {[round(v) for v in a]} and {names[j]} {[round(v) for v in b]}: {shared:.0f} px² shared"
+        for j, mark in enumerate(marks):
+            if j != i:
+                shared = labels.overlap_px(a, mark)
+                assert shared == 0, f"{names[i]} covers {names[j]}'s marker: {shared:.0f} px²"
+
+
+def test_names_on_the_default_runs_plane_do_not_overlap() -> None:
+    """The default run's countries and capitals: egypt and india, cairo and delhi, japan, kenya and spain sit
+    close; every name goes where its box meets no other name and no other point."""
+    from scenarios.masked_causal.figures import plane_figure
+    from scenarios.records import Records
+    figure = plane_figure(Records(plane_frame(DEFAULT_PLANE)), {"skip-gram (SGNS)": "#2ca02c"}, len(DEFAULT_PLANE))
+    assert len(figure.data) == len(DEFAULT_PLANE), len(figure.data)
+    assert_names_apart(figure)
+
+
+def test_names_of_points_that_coincide_are_placed_apart() -> None:
+    """Three countries on one spot, their capitals on another: six names, none over another."""
+    from scenarios.masked_causal.figures import plane_figure
+    from scenarios.records import Records
+    plane = dict(list(DEFAULT_PLANE.items())[:4])
+    for country in list(plane)[:3]:
+        plane[country] = (1.0, 0.3, -1.5, 0.05, plane[country][4])
+    figure = plane_figure(Records(plane_frame(plane)), {"skip-gram (SGNS)": "#2ca02c"}, len(plane))
+    assert_names_apart(figure)
+
+
+def test_names_on_the_plane_of_a_default_skip_gram_run_do_not_overlap() -> None:
+    """The skip-gram arm run at the defaults (seed 0; ~3 s), its plane drawn from its own records."""
+    import pandas as pd
+    from engines.sequence.word2vec import sgns_records
+    from scenarios.masked_causal import Config, sgns_arm
+    from scenarios.masked_causal.figures import SGNS, plane_figure
+    from scenarios.records import Records
+    config = Config()
+    rows = [(SGNS, r.step, name, float(value)) for r in sgns_records(sgns_arm(config)) if r is not None
+            for name, value in r.metrics.items() if name.startswith("plane/")]
+    figure = plane_figure(Records(pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])), {SGNS: "#2ca02c"},
+                          config.countries)
+    assert len(figure.data) == config.countries, len(figure.data)
+    assert_names_apart(figure)
+
+
+def test_the_analogy_title_never_breaks_inside_its_notation() -> None:
+    """The page wraps a long title at spaces: "a : b :: c" / ": ? (3CosAdd)" broke the notation. Its parts are
+    joined by no-break spaces, so every break the page may take falls outside it."""
+    from tests.tiny_runs import tiny_frame
+    figure = SCENARIO.figures(tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny))["analogy"]
+    title = str(figure.layout.title.text)
+    words = title.split(" ")
+    assert "a\u00a0:\u00a0b\u00a0::\u00a0c\u00a0:\u00a0?" in words, f"the title's break points split {words}"

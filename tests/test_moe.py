@@ -123,3 +123,19 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
     explanation = explained_and_holding(SCENARIO, overrides, records)
     assert TOP2 in explanation.markdown() and DENSE_ACTIVE in explanation.markdown()
+
+
+def test_the_balance_line_says_1_on_its_axis_and_the_load_legend_clears_the_step_titles() -> None:
+    """The balance chart draws the loss ÷ α: its reference line at 1 is labelled 1 (it said "exactly α", the
+    loss's own value). The load chart's legend hangs from 0.3 of the plot's height below it: at −0.22, anchored
+    at its bottom, its expert rows covered the three "step" titles."""
+    from tests.tiny_runs import tiny_frame
+    figures = SCENARIO.figures(tiny_frame("moe"), SCENARIO.validate(SCENARIO.tiny))
+    balance = figures["balance"]
+    line = next(shape for shape in balance.layout.shapes if shape.y0 == shape.y1)
+    label = str(balance.layout.annotations[0].text)
+    assert line.y0 == 1 and f": {line.y0:g} " in label and "exactly α" not in label, \
+        f"the line at y = {line.y0} is labelled {label!r}"
+    legend = figures["load"].layout.legend
+    assert legend.orientation == "h" and legend.yanchor == "top" and legend.y <= -0.3, \
+        f"load legend at y = {legend.y}, anchored at its {legend.yanchor}"

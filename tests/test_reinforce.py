@@ -136,3 +136,22 @@ def test_every_claim_holds_off_the_defaults(overrides) -> None:
     records, _ = run(**overrides)
     explanation = explained_and_holding(SCENARIO, overrides, records)
     assert CORRIDOR_FAST in explanation.markdown() and BANDIT_LINEAR in explanation.markdown()
+
+
+TWO_LINE_TITLE_PX, X_TITLE_PX, ROW_PX = 72, 50, 19  # a wrapped title's top margin; ticks and x title below the plot
+
+
+@pytest.mark.parametrize("name", ["policy", "steps_to_goal", "bellman", "variance", "bandit", "bandit_variance"])
+def test_a_legend_below_starts_clear_of_the_x_axis_title(name) -> None:
+    """Under a two-line title the page's own move of a long-named legend (y = −0.22 of a 430 px chart's plot)
+    put "episode" on the first row (1 px apart by this estimate): each legend here hangs from a fraction of the
+    plot's height that, with the figure taller by a row per entry, leaves 20 px at least between the two."""
+    from explorer.view.look import BASE_HEIGHT_PX, polish
+    from tests.tiny_runs import tiny_frame
+    figure = polish(SCENARIO.figures(tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny))[name])  # as the page
+    legend, height = figure.layout.legend, figure.layout.height or BASE_HEIGHT_PX
+    entries = sum(1 for trace in figure.data if trace.showlegend is not False and trace.name)
+    plot_px = (height - TWO_LINE_TITLE_PX - ROW_PX * entries) / (1 - legend.y)  # the legend's rows take the bottom margin
+    gap_px = -legend.y * plot_px - X_TITLE_PX
+    assert legend.orientation == "h" and legend.yanchor == "top" and gap_px >= 20, \
+        f"{name}: legend at y = {legend.y} ({legend.yanchor}), {entries} entries, height {height}: {gap_px:.0f} px below the title"

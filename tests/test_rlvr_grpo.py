@@ -268,3 +268,12 @@ def test_the_length_verdict_names_the_measures_that_agree() -> None:
     assert claims.length_verdict(False, True).startswith("the gap shows")
     assert claims.length_verdict(True, False).startswith("the growth shows")
     assert claims.length_verdict(False, False).startswith("so neither")
+
+
+def test_the_dash_dot_line_says_it_is_the_goal() -> None:
+    """Its legend entry was only "90%": it names what the line is, at the height it is drawn."""
+    from tests.tiny_runs import tiny_frame
+    figure = SCENARIO.figures(tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny))["accuracy"]
+    lines = [trace for trace in figure.data if trace.line.dash == "dashdot"]
+    assert len(lines) == 1 and "goal" in lines[0].name and f"{lines[0].y[0]:.0%}" in lines[0].name, \
+        [(trace.name, trace.y[0]) for trace in lines]

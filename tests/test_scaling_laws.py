@@ -207,3 +207,15 @@ def test_compute_budgets_and_the_fitted_floor_are_written_as_powers_of_ten_like_
     from scenarios.scaling_laws.claims import floor_sentence, law_sentence
     law, floor = law_sentence(Records(tiny), "non-embedding").text, floor_sentence(Records(tiny), "non-embedding").text
     assert "E = 4.58×10⁻⁴" in law and "E at 4.58×10⁻⁴" in floor, (law, floor)
+
+
+def test_every_exponent_label_has_room_past_its_bar() -> None:
+    """The labels stand outside the bars: at 1.15 × the longest bar (Kaplan's 0.73) its "0.73" was cut at the
+    plot's edge; the axis runs to 1.3 × it, and no label is clipped at the axis."""
+    from tests.tiny_runs import tiny_frame
+    figure = SCENARIO.figures(tiny_frame(SCENARIO.id), SCENARIO.validate(SCENARIO.tiny))["exponents"]
+    longest = max(v for bar in figure.data for v in bar.x)
+    end = figure.layout.xaxis.range[1]
+    assert end >= 1.3 * longest - 1e-9, f"x axis ends at {end:.3f} for a longest bar of {longest:.3f}"
+    assert all(bar.textposition == "outside" and bar.cliponaxis is False for bar in figure.data), \
+        [(bar.name, bar.textposition, bar.cliponaxis) for bar in figure.data]

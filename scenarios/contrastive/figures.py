@@ -13,6 +13,7 @@ from scenarios.recorded import listed, percent, recorded, snapshot
 from scenarios.records import Records
 
 RAW = "raw observations"
+UNIFORMITY_TITLE = "uniformity log E exp(−2‖a_i − a_j‖²)<br>(lower: spread over the sphere)"  # two lines fit half a page
 
 
 def arm_of(tau: float) -> str:
@@ -37,8 +38,8 @@ def align_uniform_figure(records: Records, colors: dict[str, str], arms: list[st
                                                         "alignment %{y:.3f}<extra></extra>")
         fig.add_scatter(x=[u.iloc[-1]], y=[a.iloc[-1]], mode="markers", showlegend=False, hoverinfo="skip",
                         marker=dict(color=colors.get(arm), size=10))
-    return layout(fig, "Alignment against uniformity (Wang & Isola 2020), step by step",
-                  "uniformity log E exp(−2‖a_i − a_j‖²)  (lower: spread over the sphere)",
+    # the x title on two lines: on one (70 characters) it ran past both edges of a half-width chart
+    return layout(fig, "Alignment against uniformity (Wang & Isola 2020), step by step", UNIFORMITY_TITLE,
                   "alignment E‖a − b‖²  (lower: views agree)")
 
 

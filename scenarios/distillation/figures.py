@@ -208,7 +208,9 @@ def soft_targets_figure(records: Records, temperatures: list[float], colors: dic
             continue
         fig.add_bar(x=list(range(n_classes)), y=probs, name=f"{arm} · entropy {entropy:.2f} nats",
                     marker_color=colors[arm], hovertemplate=f"{arm}<br>class %{{x}}<br>p = %{{y:.3f}}<extra></extra>")
-    fig.add_hline(y=1 / n_classes, line_dash="dot", line_color="gray", annotation_text=f"uniform 1/{n_classes}")
+    if fig.data:  # named in the legend: a label on the line was printed over the bars it crosses
+        fig.add_scatter(x=[-0.5, n_classes - 0.5], y=[1 / n_classes] * 2, mode="lines", name=f"uniform 1/{n_classes}",
+                        line=dict(color="gray", dash="dot"), hovertemplate=f"uniform 1/{n_classes}<extra></extra>")
     label = records.last(TEACHER, f"{LABEL_PREFIX}{example:02d}")
     true_class = f" (true class {int(label)})" if label is not None else ""
     layout(fig, f"Soft targets softmax(v/T), test example {example}{true_class}", "class", "probability")

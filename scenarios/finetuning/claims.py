@@ -38,14 +38,18 @@ def stage_change(records: Records, arm: str, metric: str) -> tuple[Computed, Com
 
 
 def stages_sentence(records: Records) -> Sentence | None:
+    """Stage 1's prose loss at its first and last log, stage 2's domain and prose loss at its first and last.
+    The shared loop logs before a step's update, so stage 1's last log is one update short of the model stage 2
+    starts from (whose first log measures it): two numbers, close but not the same, and the words say which."""
     prose = stage_change(records, PRE, "prose_bpb")
     if prose is None:
         return None
     target, kept = stage_change(records, DOMAIN, "domain_bpb"), stage_change(records, DOMAIN, "prose_bpb")
     if target is None or kept is None:
         return say("Pretraining took the prose's held-out loss from {} to {} bits per byte.", *prose)
-    return say("Pretraining took the prose's held-out loss from {} to {} bits per byte; LM fine-tuning on the "
-               "unlabelled target domain took the domain's from {} to {}, and the prose's from {} to {}.",
+    return say("Pretraining took the prose's held-out loss from {} to {} bits per byte (at its last log, taken "
+               "before its last update); LM fine-tuning on the unlabelled target domain took the domain's from {} to "
+               "{}, and the prose's from {} (the pretrained LM after that last update) to {}.",
                *prose, *target, *kept)
 
 

@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL, add_curve, full_width, layout
+from scenarios.plotting import UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL, add_curve, full_width, layout, legend_line
 from scenarios.records import Records
 
 PRE, DOMAIN = "pretraining · prose", "LM fine-tuning · target domain"
@@ -69,9 +69,8 @@ def stages_figure(records: Records, colors: dict[str, str], pretrain_steps: int)
                                 hovertemplate=f"{arm}<br>{text}<br>step %{{x}}<br>%{{y:.3f}} bits per byte<extra></extra>")
     if records.series(DOMAIN, "domain_bpb").size:
         fig.add_vline(x=pretrain_steps, line_dash="dot", line_color="gray", annotation_text="stage 2 starts")
-    if fig.data:
-        fig.add_hline(y=UNIFORM_BYTE_BPB, line_dash="dash", line_color="gray", annotation_position="bottom right",
-                      annotation_text=UNIFORM_BYTE_LABEL)
+    # named in the legend: stage 2's prose curve climbs through 8 bits per byte, and ran through a label on the line
+    legend_line(fig, UNIFORM_BYTE_BPB, UNIFORM_BYTE_LABEL)
     layout(fig, "Stages 1 and 2: held-out loss of the prose and of the target domain", "step (stage 1, then stage 2)",
            "held-out bits per byte")
     # far enough below that the legend's first row clears the x axis's title
@@ -149,17 +148,27 @@ def sft_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     return full_width(fig)
 
 
+FORGETTING_BARS = ("after pretraining", "after LM fine-tuning<br>on the domain", *(f"after {arm.replace(' · ', ',<br>')}"
+                                                                                    for arm in SFT_ARMS))
+FORGETTING_X_TITLE = "prose, held-out bits per byte"
+TITLE_STANDOFF_PX = 8  # between the bar names and the y axis's title
+
+
 def forgetting_figure(records: Records, colors: dict[str, str]) -> go.Figure:
-    """The prose's held-out bits per byte after each stage: what fine-tuning cost the pretraining."""
-    bars = [("after pretraining", records.last(PRE, "prose_bpb"), colors.get(PRE)),
-            ("after LM fine-tuning on the domain", records.last(DOMAIN, "prose_bpb"), colors.get(DOMAIN))]
-    bars += [(f"after {arm}", records.last(arm, "prose_bpb"), colors.get(arm)) for arm in SFT_ARMS]
+    """The prose's held-out bits per byte after each stage: what fine-tuning cost the pretraining. The bar names
+    on two lines and the margin left to fit them: beside one-line names (margin 260 px) the plot of a half-width
+    chart was 120 px wide and its axis title was cut."""
+    arms = (PRE, DOMAIN, *SFT_ARMS)
+    bars = [(name, records.last(arm, "prose_bpb"), colors.get(arm)) for name, arm in zip(FORGETTING_BARS, arms)]
     bars = [b for b in bars if b[1] is not None]
     fig = go.Figure(go.Bar(x=[b[1] for b in bars], y=[b[0] for b in bars], orientation="h",
-                           marker_color=[b[2] for b in bars], text=[f"{b[1]:.3g}" for b in bars], textposition="auto",
-                           hovertemplate="%{y}<br>%{x:.4g} bits per byte<extra></extra>"))
-    if bars:
-        fig.add_vline(x=UNIFORM_BYTE_BPB, line_dash="dash", line_color="gray", annotation_text=f"uniform guess: {UNIFORM_BYTE_BPB:g} bits per byte",
-                      annotation_position="top")
-    layout(fig, "Forgetting: the prose's held-out loss after each stage", "held-out bits per byte of the prose", "model")
-    return fig.update_yaxes(type="category", autorange="reversed").update_layout(margin=dict(l=260))
+                           marker_color=[b[2] for b in bars], text=[f"{b[1]:.3g}" for b in bars], textposition="outside",
+                           cliponaxis=False, hovertemplate="%{y}<br>%{x:.4g} bits per byte<extra></extra>"))
+    if bars:  # a short label above the plot: "uniform guess: 8 bits per byte" ran past the chart's edge
+        fig.add_vline(x=UNIFORM_BYTE_BPB, line_dash="dash", line_color="gray", annotation_position="top",
+                      annotation_text=f"uniform guess: {UNIFORM_BYTE_BPB:g}")
+    layout(fig, "Forgetting: the prose's held-out loss after each stage", FORGETTING_X_TITLE, "model")
+    # room beyond the longest bar for its label (textposition "outside")
+    fig.update_xaxes(range=[0, 1.2 * max([UNIFORM_BYTE_BPB, *(b[1] for b in bars)])])
+    # a standoff of its own puts the y title beyond the bar names: without one the page drew it over them
+    return fig.update_yaxes(type="category", autorange="reversed", title_standoff=TITLE_STANDOFF_PX)

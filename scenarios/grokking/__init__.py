@@ -14,7 +14,7 @@ where it was. The page says at which steps, read from the run.
 **What the network knows** (Nanda et al. 2023). The generalizing network adds residues with
 trigonometry: cos(w(a + b)) = cos(wa)cos(wb) − sin(wa)sin(wb), w = 2πk/p, for a few key
 frequencies k. It shows in the embedding: read along the residues, its Fourier spectrum is
-sparse, a few frequencies carrying most of its norm (the spectrum charts). Project the
+sparse, a few frequencies carrying most of its squared norm (the spectrum charts). Project the
 embedding onto only those frequencies and the network still adds: that projection is what
 the network knows, in explicit form — the seed's *analytic distillation*. Projecting onto the
 same number of other frequencies destroys it (the control). Over training, the *restricted*

@@ -65,7 +65,8 @@ def _gap(records: Records, arm: str) -> float | None:
 
 
 def spectrum_sentence(records: Records, arm: str, key_count: int, p: int) -> Sentence | None:
-    """The key frequencies of `arm`'s embedding at the last step and their share of its norm, beside an even spread."""
+    """The key frequencies of `arm`'s embedding at the last step and their share of its squared norm (the constant
+    component aside, as the spectrum chart's bars), beside an even spread."""
     ranks = [f"key/rank_{r:02d}" for r in range(key_count)]
     if not all(records.has(name, arm) for name in ranks):
         return None
@@ -73,7 +74,7 @@ def spectrum_sentence(records: Records, arm: str, key_count: int, p: int) -> Sen
     share = last_claim("{}", records, arm, "key_share")
     even = key_count / ((p - 1) // 2)
     return say("{}'s embedding at the last step: its {} largest frequencies (k = " + ", ".join(["{}"] * key_count) +
-               ") carry {} of its norm, where an even spread over the {} frequencies would give {}",
+               ") carry {} of its squared norm, where an even spread over the {} frequencies would give {}",
                arm, key_count, *frequencies, share, (p - 1) // 2, percent(even))
 
 

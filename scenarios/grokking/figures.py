@@ -57,7 +57,7 @@ def restricted_figure(records: Records, colors: dict[str, str], key_count: int) 
 
 
 def spectrum_shares(records: Records, arm: str, step: int | None = None) -> dict[int, float]:
-    """Frequency k -> its share of the embedding's norm at `step` (the last logged step when None)."""
+    """Frequency k -> its share of the embedding's squared norm at `step` (the last logged step when None)."""
     shares = {}
     for metric in records.metrics(arm):
         if metric.startswith(SPECTRUM):
@@ -73,7 +73,7 @@ def spectrum_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         shares = spectrum_shares(records, arm)
         if shares:
             fig.add_bar(x=list(shares), y=[100 * v for v in shares.values()], name=arm, marker_color=colors[arm],
-                        hovertemplate=f"{arm}<br>frequency %{{x}}<br>%{{y:.1f}}% of the norm<extra></extra>")
+                        hovertemplate=f"{arm}<br>frequency %{{x}}<br>%{{y:.1f}}% of the squared norm<extra></extra>")
     fig.update_layout(barmode="group")
     fig.update_xaxes(dtick=1)
     fig.update_layout(legend=dict(orientation="h", y=-0.2))
@@ -90,8 +90,8 @@ def spectrum_over_time_figure(records: Records) -> go.Figure:
         z = [[100 * v for v in records.series(DECAY, m).reindex(steps).tolist()] for m in names]
         fig.add_heatmap(x=steps, y=[int(m[len(SPECTRUM):]) for m in names], z=z, colorscale="Viridis",
                         colorbar=dict(title="%"),
-                        hovertemplate="step %{x}<br>frequency %{y}<br>%{z:.1f}% of the norm<extra></extra>")
-    return full_width(layout(fig, f"{DECAY}: each frequency's % of the embedding's norm, over training",
+                        hovertemplate="step %{x}<br>frequency %{y}<br>%{z:.1f}% of the squared norm<extra></extra>")
+    return full_width(layout(fig, f"{DECAY}: each frequency's % of the embedding's squared norm, over training",
                              "step", "frequency k"))
 
 

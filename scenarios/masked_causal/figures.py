@@ -4,6 +4,7 @@ on their principal plane, and the nearest neighbours."""
 import plotly.graph_objects as go
 
 from engines.sequence.relational import COUNTRIES, vocabulary
+from scenarios.masked_causal import labels
 from scenarios.plotting import add_curve, layout, legend_line
 from scenarios.recorded import snapshot
 from scenarios.records import Records
@@ -11,6 +12,7 @@ from scenarios.records import Records
 CAUSAL, MASKED, EXACT = "causal LM (next token)", "masked LM (bidirectional)", "topic lines: exact"
 SGNS, WORLD = "skip-gram (SGNS)", "relational world"
 LM_ARMS = (CAUSAL, MASKED)
+ANALOGY = "\u00a0".join("a : b :: c : ?".split(" "))  # one word to a line breaker: "a : b :: c : ?"
 RELATION_NAMES = {"country_capital": "country → capital", "country_people": "country → people",
                   "capital_people": "capital → people"}
 
@@ -57,7 +59,8 @@ def analogy_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                   dash=("dash", "dashdot", "longdash")[index], opacity=0.6)
     add_curve(fig, records, SGNS, "analogy/accuracy_words", f"{SGNS}: word vectors w alone", colors[SGNS], dash="dot")
     questions = records.first(WORLD, "questions")
-    title = "Analogy accuracy, a : b :: c : ? (3CosAdd)" + (f", {questions:.0f} questions" if questions else "")
+    # the notation's parts joined by no-break spaces: the page wraps a long title at spaces, and broke it inside
+    title = f"Analogy accuracy, {ANALOGY} (3CosAdd)" + (f", {questions:.0f} questions" if questions else "")
     layout(fig, title, "step", "share answered right")
     return below(fig)
 
@@ -100,47 +103,20 @@ def plane_figure(records: Records, colors: dict[str, str], countries: int) -> go
         keys = [f"plane/{axis}/{index[word]:03d}" for word in (name, capital) for axis in ("x", "y")]
         if all(k in found for k in keys):
             pairs.append((name, capital, *(found[k] for k in keys)))
-    positions = iter(label_positions([(x, y, word) for name, capital, x0, y0, x1, y1 in pairs
-                                      for word, x, y in ((name, x0, y0), (capital, x1, y1))]))
+    points = [(x, y, word) for name, capital, x0, y0, x1, y1 in pairs for word, x, y in ((name, x0, y0), (capital, x1, y1))]
+    placement = labels.place(points, [(2 * k, 2 * k + 1) for k in range(len(pairs))])  # each country to its capital
+    positions = iter(placement.spots)
     for name, capital, x0, y0, x1, y1 in pairs:
         fig.add_scatter(x=[x0, x1], y=[y0, y1], mode="lines+markers+text", text=[name, capital],
                         textposition=[next(positions), next(positions)], showlegend=False,
-                        line=dict(color=colors[SGNS], width=1), marker=dict(symbol=["circle", "diamond"], size=7),
+                        line=dict(color=colors[SGNS], width=1),
+                        marker=dict(symbol=["circle", "diamond"], size=labels.MARKER_PX),
                         hovertemplate="%{text}<br>PC1 %{x:.3f}<br>PC2 %{y:.3f}<extra></extra>")
     layout(fig, "Countries (●) and their capitals (◆): one offset for every pair", "first principal component",
            "second principal component")
+    if points:  # ranges that hold every name: plotly's own pads for the markers only, and cut a name at the edge
+        fig.update_xaxes(range=list(placement.x_range)).update_yaxes(range=list(placement.y_range))
     return fig
-
-
-LABEL_SPOTS = ("top center", "bottom center", "middle right", "middle left")
-
-
-def label_positions(points: list[tuple[float, float, str]], width_px: float = 600, height_px: float = 300) -> list[str]:
-    """A text position per point: the first of top, bottom, right and left whose label box meets no
-    label placed before (top where all do), so the names of two points that nearly coincide
-    (egypt and india) are not printed over each other. Boxes are estimated for a plot of about
-    `width_px` × `height_px` with 12 px text (a character ~7 px wide, a line ~14 px tall)."""
-    if not points:
-        return []
-    xs, ys = [x for x, _, _ in points], [y for _, y, _ in points]
-    char, line = 7 / width_px * ((max(xs) - min(xs)) or 1.0), 14 / height_px * ((max(ys) - min(ys)) or 1.0)
-    placed: list[tuple[float, float, float, float]] = []
-    chosen = []
-    for x, y, text in points:
-        half = len(text) * char / 2
-        boxes = {"top center": (x - half, y + 0.4 * line, x + half, y + 1.4 * line),
-                 "bottom center": (x - half, y - 1.4 * line, x + half, y - 0.4 * line),
-                 "middle right": (x + char, y - line / 2, x + char + 2 * half, y + line / 2),
-                 "middle left": (x - char - 2 * half, y - line / 2, x - char, y + line / 2)}
-        free = [spot for spot in LABEL_SPOTS if not any(_overlap(boxes[spot], box) for box in placed)]
-        spot = free[0] if free else LABEL_SPOTS[0]
-        placed.append(boxes[spot])
-        chosen.append(spot)
-    return chosen
-
-
-def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def spelled(words: tuple[str, ...], word_id: float | None) -> str:

@@ -10,6 +10,7 @@ from scenarios.records import Records
 
 FACTORS = ("1", "1.25", "2")  # engines.supervised.moe.CAPACITY_FACTORS as the metrics name them
 LOAD = "load/expert_"
+BALANCE_LABEL = "perfect balance: 1 (the loss = α)"
 
 
 def load_table(records: Records, arm: str) -> pd.DataFrame:
@@ -34,8 +35,10 @@ def load_figure(records: Records, moe_arms: list[str], n_experts: int) -> go.Fig
         fig.add_hline(y=100 / n_experts, line_dash="dot", line_color="gray", row=1, col=col)
         fig.update_xaxes(title_text="step", row=1, col=col)
     fig.update_yaxes(title_text="% of assignments (held-out set)", row=1, col=1)
+    # the legend's top 0.3 of the plot's height below it: at y = −0.22, anchored at its bottom, the expert rows
+    # grew up onto the three "step" titles
     fig.update_layout(title=f"Load per expert (dotted: even, 1/E = {100 / n_experts:.1f}%)", height=440,
-                      margin=dict(l=60, r=20, t=100, b=50), legend=dict(orientation="h", y=-0.22))
+                      margin=dict(l=60, r=20, t=100, b=50), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0))
     return fig
 
 
@@ -55,7 +58,8 @@ def balance_figure(records: Records, colors: dict[str, str], moe_arms: list[str]
         series = records.series(arm, "aux_unit")
         fig.add_scatter(x=series.index, y=series, name=arm, mode="lines", line=dict(color=colors[arm]),
                         hovertemplate=f"{arm}<br>step %{{x}}<br>E·Σ f_i·P_i = %{{y:.3f}}<extra></extra>")
-    fig.add_hline(y=1, line_dash="dot", line_color="gray", annotation_text="perfect balance: exactly α",
+    # the axis is the loss ÷ α, so the line's label gives its value on this axis: 1 (the loss itself is α there)
+    fig.add_hline(y=1, line_dash="dot", line_color="gray", annotation_text=BALANCE_LABEL,
                   annotation_position="bottom right")
     return layout(fig, "Balancing loss ÷ α = E·Σ f_i·P_i (held-out set)", "step", "E·Σ f_i·P_i")
 

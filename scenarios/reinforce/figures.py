@@ -10,7 +10,18 @@ CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST = ("corridor: no baseline, small α
                                                 "corridor: no baseline, the baseline arm's α_θ")
 BANDIT_PLAIN, BANDIT_BASE, BANDIT_LINEAR = "bandit: MLP, no baseline", "bandit: MLP + baseline", "bandit: linear + baseline"
 EXACT = "exact (Bellman)"
+LEGEND_Y = -0.3  # a legend below starts this far under the plot (a fraction of its height)
+HEIGHT_PX, LEGEND_ROW_PX = 430, 19  # a chart's height on the page, and what a row of legend below adds
 CORRIDOR_ARMS, BANDIT_ARMS = [CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST], [BANDIT_PLAIN, BANDIT_BASE, BANDIT_LINEAR]
+
+
+def below(fig: go.Figure) -> go.Figure:
+    """The legend under the plot, its top 0.3 of the plot's height down, and the figure taller by a row per entry:
+    the page's own move (to −0.22 of a plot that a two-line title and the legend's rows had shortened to ~175 px)
+    put the first row on the x axis's title."""
+    entries = sum(1 for trace in fig.data if trace.showlegend is not False and trace.name)
+    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=LEGEND_Y, x=0),
+                             height=HEIGHT_PX + LEGEND_ROW_PX * entries)
 
 
 def limits(records: Records) -> tuple[float | None, float | None]:
@@ -30,7 +41,7 @@ def policy_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         name=f"p* = {p_star:.4f} = 2 − √2 (Bellman solve)",
                         hovertemplate="p* = %{y:.4f} (Bellman solve)<extra></extra>")
     fig.update_yaxes(range=[0, 1])
-    return layout(fig, "Corridor: the policy's P(right)", "episode", "P(right)")
+    return below(layout(fig, "Corridor: the policy's P(right)", "episode", "P(right)"))
 
 
 def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -51,8 +62,8 @@ def steps_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=[0, max(1, last)], y=[-v_star, -v_star], mode="lines", line=dict(color="gray", dash="dash"),
                         name=f"−v* = {-v_star:.2f} = 6 + 4√2 (Bellman solve)",
                         hovertemplate="−v* = %{y:.3f} steps (Bellman solve)<extra></extra>")
-    return layout(fig, "Corridor: expected steps to the goal, −v(S) (solid: exact; dotted: sampled episodes)",
-                  "episode", "steps to the goal, −v(S) (log scale)", log_y=True)
+    return below(layout(fig, "Corridor: expected steps to the goal, −v(S) (solid: exact; dotted: sampled episodes)",
+                        "episode", "steps to the goal, −v(S) (log scale)", log_y=True))
 
 
 def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> go.Figure:
@@ -75,7 +86,7 @@ def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> g
                             hovertemplate=f"{arm}<br>mean P(right) %{{x:.3f}}<br>mean −v(S) %{{y:.2f}}<extra></extra>")
     fig = layout(fig, "Corridor: −v(S) for every P(right), from the 3×3 Bellman system", "P(right)",
                  "steps to the goal, −v(S) (log scale)", log_y=True)
-    return fig.update_yaxes(range=[1, 2])  # 10 to 100 steps: the minimum and the arms' ends, not the walls at p → 0, 1
+    return below(fig).update_yaxes(range=[1, 2])  # 10 to 100 steps: the minimum and the arms' ends, not the walls at p → 0, 1
 
 
 def variance_figure(records: Records, arms: list[str], x_title: str, title: str) -> go.Figure:
@@ -86,7 +97,7 @@ def variance_figure(records: Records, arms: list[str], x_title: str, title: str)
             series = records.series(arm, f"grad_var/{kind}")
             fig.add_scatter(x=series.index, y=series.to_numpy(), name=words, mode="lines", line=dict(color=color),
                             hovertemplate=f"{words}<br>{x_title} %{{x}}<br>variance %{{y:.4g}}<extra></extra>")
-    return layout(fig, title, x_title, "total variance of the per-sample gradient (log scale)", log_y=True)
+    return below(layout(fig, title, x_title, "total variance of the per-sample gradient (log scale)", log_y=True))
 
 
 def bandit_figure(records: Records, colors: dict[str, str]) -> go.Figure:
@@ -99,5 +110,5 @@ def bandit_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     if best is not None:  # named in the legend: a curve rising to the optimum ran through a label on its line
         legend_line(fig, best, f"optimum E[max_k μ_k(x)] = {best:.3f} (exact)")
         legend_line(fig, uniform, f"uniform policy = {uniform:.3f}", dash="dot")
-    return layout(fig, "Bandit: exact expected reward of each policy over the context set", "update",
-                  "expected reward E_x[Σ_k π(k|x)·μ_k(x)]")
+    return below(layout(fig, "Bandit: exact expected reward of each policy over the context set", "update",
+                        "expected reward E_x[Σ_k π(k|x)·μ_k(x)]"))

@@ -10,6 +10,7 @@ from scenarios.records import Records
 from scenarios.scaling_laws.grid import COUNTS, FIT, OPTIMUM, SOURCE, grid_table
 
 REFERENCE = "gray"
+LABEL_ROOM = 1.3  # the exponents' axis runs to this × the longest bar, so the label past its end fits
 
 
 def law_of(records: Records, count: str) -> Law | None:
@@ -102,9 +103,11 @@ def exponents_figure(records: Records) -> go.Figure:
     for name, exponent, color in (("a: N_opt ∝ C^a", 1, "#1f77b4"), ("b: D_opt ∝ C^b", 2, "#d62728")):
         fig.add_bar(y=[row[0] for row in rows], x=[row[exponent] for row in rows], name=name, marker_color=color,
                     orientation="h", text=[f"{row[exponent]:.2f}" for row in rows], textposition="outside",
-                    hovertemplate=f"%{{y}}<br>{name.split(':')[0]} = %{{x:.3f}}<extra></extra>")
+                    cliponaxis=False, hovertemplate=f"%{{y}}<br>{name.split(':')[0]} = %{{x:.3f}}<extra></extra>")
     fig.update_layout(barmode="group")
     layout(fig, "Fitted exponents beside the published ones", "exponent", "fit or reference")
-    fig.update_yaxes(type="category", autorange="reversed")  # after `layout`, which makes the y axis linear
-    fig.update_xaxes(range=[0, 1.15 * max(max(row[1], row[2]) for row in rows)])  # room for the labels
+    # after `layout`, which makes the y axis linear; a standoff of its own puts the title beyond the long names
+    fig.update_yaxes(type="category", autorange="reversed", title_standoff=8)
+    # room for the labels: at 1.15 × the longest bar, Kaplan's "0.73" was cut at the plot's edge
+    fig.update_xaxes(range=[0, LABEL_ROOM * max(max(row[1], row[2]) for row in rows)])
     return fig.update_layout(legend_title_text="", legend=dict(orientation="h", y=-0.2))
