@@ -39,7 +39,7 @@ class Config(ScenarioConfig):
     temperatures: Sweep = Field(
         "1,2,4,8,20", description="Temperatures to distil at; one student arm each, beside the hard-label arm.")
     alpha: float = Field(0.9, ge=0.0, le=1.0, description="α: weight of the soft (teacher) loss; 1 − α goes to the hard labels.")
-    t_squared: bool = Field(True, description="Multiply the soft loss by T², so its gradient does not shrink as 1/T².")
+    t_squared: bool = Field(True, title="soft loss × T²", description="Multiply the soft loss by T², so its gradient does not shrink as 1/T².")
     transfer_size: int = Field(200, ge=20, le=5000, json_schema_extra={"scale": "log"},
                                description="Examples the student sees (with true labels and the teacher's logits).")
     student_width: int = Field(32, ge=4, le=256, description="Hidden units of the one-layer student.")

@@ -42,7 +42,7 @@ def is_prime(n: int) -> bool:
 
 
 class Config(ScenarioConfig):
-    p: int = Field(47, ge=23, le=59, description="The modulus, a prime: the task is (a + b) mod p over all p² pairs, "
+    p: int = Field(47, title="modulus p", ge=23, le=59, description="The modulus, a prime: the task is (a + b) mod p over all p² pairs, "
                                                  "and the embedding has (p − 1)/2 frequencies.")
     train_fraction: float = Field(0.4, ge=0.2, le=0.8, description="Share of the p² pairs trained on; the rest are "
                                                                    "held out. Less data: later grokking, or none.")

@@ -52,8 +52,8 @@ class Config(ScenarioConfig):
     noise_power: float = Field(0.75, ge=0.0, le=1.0, description="α: noise words drawn ∝ count^α (word2vec: 0.75; "
                                                                  "at 1 the optimum is exactly PMI − ln k).")
     dim: int = Field(32, ge=4, le=64, description="Dimension of the word and context vectors.")
-    w2v_steps: int = Field(800, ge=20, le=5000, description="Adam steps of SGNS, 512 pairs each, rate decayed linearly to 0.")
-    w2v_lr: float = Field(0.02, ge=1e-3, le=0.1, json_schema_extra={"scale": "log"}, description="SGNS's starting learning rate.")
+    w2v_steps: int = Field(800, title="word2vec steps", ge=20, le=5000, description="Adam steps of SGNS, 512 pairs each, rate decayed linearly to 0.")
+    w2v_lr: float = Field(0.02, title="word2vec lr", ge=1e-3, le=0.1, json_schema_extra={"scale": "log"}, description="SGNS's starting learning rate.")
 
     @model_validator(mode="after")
     def _lines_fit(self) -> "Config":

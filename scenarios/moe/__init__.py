@@ -47,7 +47,7 @@ class Config(ScenarioConfig):
     alpha: float = Field(0.1, ge=1e-3, le=1.0, json_schema_extra={"scale": "log"},
                          description="α of the balancing loss α·E·Σ f_i·P_i (Switch used 0.01 beside a cross-entropy "
                                      "of a few nats; this task's squared error is smaller).")
-    z_coef: float = Field(1e-3, ge=1e-4, le=0.1, json_schema_extra={"scale": "log"}, description="Weight of the router z-loss in the balanced arms "
+    z_coef: float = Field(1e-3, title="router z-loss weight", ge=1e-4, le=0.1, json_schema_extra={"scale": "log"}, description="Weight of the router z-loss in the balanced arms "
                                                            "(ST-MoE: 1e-3). The arm without balancing has none.")
     lr: float = Field(0.1, ge=1e-3, le=0.2, json_schema_extra={"scale": "log"},
                       description="SGD learning rate (momentum 0.9), every arm.")

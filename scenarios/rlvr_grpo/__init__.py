@@ -55,7 +55,7 @@ class Config(ScenarioConfig):
     clip: float = Field(0.2, ge=0.05, le=1.0, description="ε: ρ = π/π_old is clipped to [1 − ε, 1 + ε].")
     max_len: int = Field(8, ge=5, le=12, description="Longest response (tokens, EOS included); one with no EOS "
                                                      "by then earns 0. The warm start writes 2…fill + 2.")
-    fill: int = Field(3, ge=0, le=5, description="The warm start writes 0…fill filler '.' tokens before its answer "
+    fill: int = Field(3, title="warm start: most filler tokens", ge=0, le=5, description="The warm start writes 0…fill filler '.' tokens before its answer "
                                                  "(uniformly): how much the lengths GRPO starts from vary.")
     warm_steps: int = Field(30, ge=5, le=1000, description="Teacher-forcing steps of the warm start "
                                                            "(random answers: the format, not the task).")

@@ -48,7 +48,7 @@ class Config(ScenarioConfig):
     lr: float = Field(2e-2, ge=1e-3, le=5e-2, json_schema_extra={"scale": "log"},
                       description="AdamW peak learning rate of every point (10% warmup, cosine decay to 0).")
     count: Literal["non-embedding", "with embeddings"] = view_field(
-        "non-embedding", description="Which parameter count N the charts and the takeaway use (both are fitted).")
+        "non-embedding", title="parameters counted", description="Which parameter count N the charts and the takeaway use (both are fitted).")
 
 
 class ScalingLaws(Scenario):
