@@ -16,6 +16,14 @@ from tests.tiny_runs import tiny_result
 
 SCENARIOS = all_scenarios()
 ids = [s.id for s in SCENARIOS]
+# Scenarios whose checks start rank processes for several configs (ddp-fsdp-memory's evidence and view fields
+# took 8.6 s and 8.5 s of the default run): those checks run under `-m slow`.
+LAUNCHING = {"ddp-fsdp-memory"}
+
+
+def slow_where_launching(scenarios) -> list:
+    return [pytest.param(s, marks=pytest.mark.slow, id=s.id) if s.id in LAUNCHING else pytest.param(s, id=s.id)
+            for s in scenarios]
 TOPICS = ("Core mechanics", "Optimization", "Architecture", "Language models", "Generalization",
           "Fine-tuning & compression", "Alignment", "Distributed")
 
@@ -112,7 +120,7 @@ def test_the_explanation_of_a_run_leads_with_a_takeaway(scenario) -> None:
         assert sentence.claims, f"{scenario.id}: a sentence claims nothing the records prove: {sentence.text!r}"
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=ids)
+@pytest.mark.parametrize("scenario", slow_where_launching(SCENARIOS))
 def test_every_glossary_term_has_its_evidence_in_a_run(scenario) -> None:
     """A term counts as shown only where the run records its metrics and draws its figure."""
     for term, evidence in scenario.terms.items():
@@ -148,7 +156,7 @@ def _has_data(trace) -> bool:
     return False
 
 
-@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.view_fields()], ids=lambda s: s.id)
+@pytest.mark.parametrize("scenario", slow_where_launching(s for s in SCENARIOS if s.view_fields()))
 def test_view_fields_change_no_record(scenario) -> None:
     """A field marked as view-only is not in the run's key, and changing it trains nothing different."""
     specs = scenario.field_specs()
