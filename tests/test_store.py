@@ -229,6 +229,7 @@ SERVED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # ~10 s: a copy of the code and a process per question (the in-process version tests stay)
 def test_an_edit_anywhere_in_a_scenarios_folder_or_its_engines_makes_its_stored_runs_stale(tmp_path) -> None:
     """The code version hashes the scenario's whole folder and the engines it reaches (imported, or
     started by module name): editing a helper in a copy of the code changes it, and the stored run is

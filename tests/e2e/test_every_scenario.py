@@ -33,7 +33,13 @@ def run_in_page(page, app_url, scenario, query: str = "") -> None:
     assert page.locator('[data-testid="stAlert"]').filter(has_text="The run failed").count() == 0
 
 
-@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
+# Pages another default browser test already runs to "Finished" with plots (test_browser.py: vanishing-gradients
+# and ddp-fsdp-memory; test_layout.py: compositional): here under -m slow only, to keep the default run ≤ 12 min.
+RUN_ELSEWHERE = {"vanishing-gradients", "ddp-fsdp-memory", "compositional"}
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, id=s.id, marks=[pytest.mark.slow] if s.id in RUN_ELSEWHERE else [])
+                                      for s in all_scenarios()])
 def test_default_run_finishes_with_plots(page, app_url, scenario) -> None:
     """The defaults, or the tiny config where the default run is long (its defaults: the slow test below)."""
     query = "?" + urlencode(config_query(scenario.validate(scenario.tiny))) if long_default(scenario) else ""

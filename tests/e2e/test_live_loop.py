@@ -152,7 +152,9 @@ def test_an_expander_opens_while_a_run_is_drawing(page, app_url) -> None:
     wait_progress(page, r"^Stopped", 15)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+# SIGINT under -m slow: tests/test_pool.py ends a server by SIGINT, SIGTERM and SIGKILL in the default run
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
+                         ids=lambda s: s.name)
 def test_no_worker_outlives_the_server(browser, tmp_path, signum) -> None:
     """A page opened (the pool starts), then the server is ended: its workers end with it."""
     port = _free_port()
