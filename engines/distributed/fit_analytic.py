@@ -77,8 +77,8 @@ def differences(measured: dict, formula: dict, phases: dict, spec: dict, sizes: 
         if model is None:
             why = {"temporaries": "no formula: scratch tensors of backward and of the optimizer step",
                    "activations": "no formula for an arbitrary model (the built-in architectures have one)"}
-            out[category] = {"bytes": None, "percent": None, "why": why.get(category, "no formula"),
-                             "text": why.get(category, "no formula")}
+            said = why.get(category, "no formula")
+            out[category] = {"bytes": None, "percent": None, "why": said, "text": said}
             continue
         delta = value - model
         why = _why(category, delta, value, model, phases, spec, sizes, arch, pad_elements)

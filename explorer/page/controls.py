@@ -59,9 +59,9 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
             values[name] = st.toggle(label, value=bool(current), key=key, help=help_text)
         elif kind in ("int", "float") and "ge" in spec and "le" in spec:
             low, high = spec["ge"], spec["le"]
-            shown = {"value": current} if _within(current, low, high) else {}
+            shown = {"value": current} if within_bounds(current, low, high) else {}
             if spec["scale"] == "log":  # the grid also holds the current value (a link may carry 3e-4)
-                options = log_grid(low, high, spec["default"], st.session_state[key])
+                options = log_grid(low, high, spec["default"], current)
                 values[name] = st.select_slider(label, options=options, key=key, **shown,
                                                 help=help_text, format_func=log_label)
             elif kind == "int" and high - low > SLIDER_MAX_VALUES:
@@ -74,7 +74,7 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
     return values
 
 
-def _within(value: Any, low: float, high: float) -> bool:
+def within_bounds(value: Any, low: float, high: float) -> bool:
     """`value` can be a number widget's default: of its bounds' type (Streamlit asks one type of all
     three) and between them."""
     return type(value) is type(low) is type(high) and low <= value <= high

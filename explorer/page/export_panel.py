@@ -81,7 +81,7 @@ def download_buttons(scenario: Scenario, prepared: dict) -> None:
                        icon=":material/folder_zip:")
     for figure, piece in figure_pieces(prepared["figures"]).items():
         row = st.container(horizontal=True, vertical_alignment="center")
-        row.markdown(plain(prepared.get("titles", {}).get(figure, figure)))  # the chart's title, as on the page
+        row.markdown(plain(prepared["titles"][figure]))  # the chart's title, as on the page
         for fmt in FIGURE_FORMATS:
             file = f"{name}-{piece}.{fmt}"
             if file in files:

@@ -154,7 +154,7 @@ def small(figure: go.Figure, scenario_id: str, run_id: str, name: str) -> go.Fig
     `meta`."""
     thumb = go.Figure(figure)
     thumb.update_layout(height=PICTURE_PX, margin=dict(l=0, r=0, t=8, b=0), showlegend=False, title_text="",
-                        annotations=[], updatemenus=[], sliders=[], font=dict(size=9),
+                        updatemenus=[], sliders=[], font=dict(size=9),
                         meta={"scenario": scenario_id, "run_id": run_id, "figure": name})
     thumb.layout.annotations = ()  # subplot titles too (update_layout leaves them): a card's top edge cut them
     thumb.update_xaxes(title_text="")

@@ -18,7 +18,7 @@ import streamlit as st
 from explorer.page import url
 from explorer.page.autorun import Pending, asks_first, follow_settings, large, pending_key, run_estimate
 from explorer.page.compare_panel import compare_panel, selected_overlays
-from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown
+from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown, within_bounds
 from explorer.page.export_panel import export_panel
 from explorer.page.glossary_page import term_links
 from explorer.page.session import (backend_caption, run_store, session_id, start_or_load, stored_handle, use_local_pool,
@@ -238,7 +238,7 @@ def seed_controls(scenario: Scenario) -> tuple[int, str]:
     # each widget's default is its current value: a browser mounting it afresh shows that (see controls.py)
     current = st.session_state.get(f"seeds:{scenario.id}", 1)
     repeat = st.number_input("repeat over seeds", min_value=1, max_value=MAX_SEEDS,
-                             value=current if isinstance(current, int) and 1 <= current <= MAX_SEEDS else 1, step=1,
+                             value=current if within_bounds(current, 1, MAX_SEEDS) else 1, step=1,
                              key=f"seeds:{scenario.id}",
                              help="Run seeds s … s+N−1 of these settings (each run is stored) and draw the "
                                   "mean over seeds with a band, to tell an effect from noise.")

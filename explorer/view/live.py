@@ -274,7 +274,7 @@ def chosen_charts(names: list[str], near: Collection[str] | None, before: Drawn 
 
 def draw_charts(scenario_id: str, drawn: Drawn) -> None:
     """Charts two to a row, in the scenario's order; a full-width one takes a row of its own. Where the
-    grid is narrow the rows stack, one chart to a row (the `explorer-charts` rule in explorer/view/chart.py)."""
+    grid is narrow the rows stack, one chart to a row (the `explorer-charts` rule in explorer/view/chart_browser.py)."""
     with st.container(key="explorer-charts"):
         _chart_rows(scenario_id, drawn)
 

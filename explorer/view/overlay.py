@@ -97,7 +97,7 @@ def style_overlay(trace) -> None:
         trace.line.width = 1.5
     mode = trace.mode or "lines+markers"
     if "lines" in mode:
-        trace.line.dash = NEXT_DASH.get(trace.line.dash, "12px,3px")
+        trace.line.dash = NEXT_DASH.get(trace.line.dash, NEXT_DASH[None])
     if "markers" in mode:
         symbol = trace.marker.symbol
         trace.marker.symbol = ([open_symbol(s) for s in symbol] if isinstance(symbol, (list, tuple))
