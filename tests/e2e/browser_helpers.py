@@ -119,6 +119,26 @@ def wait_done(page, pattern: str, timeout_s: float) -> str:
     return text
 
 
+def final_view(page):
+    """The element only a final view draws: its Export panel (the live view has none)."""
+    return page.locator(f'{MAIN} [data-testid="stExpander"] summary [data-testid="stMarkdownContainer"]').filter(
+        has_text=re.compile(r"^\s*Export\s*$"))
+
+
+def wait_final_view(page, pattern: str, timeout_s: float) -> str:
+    """`wait_done` for a page that showed no final view before its run: after the end state, wait
+    for the final view's own element, then for the script to end (no quiet checks). A run without
+    records draws no Export panel: then `wait_done`'s quiet checks."""
+    text = wait_progress(page, pattern, timeout_s)
+    try:
+        final_view(page).first.wait_for(timeout=15_000)
+    except PlaywrightTimeout:
+        wait_idle(page, 60, quiet_checks=4)
+        return text
+    wait_idle(page, 60)
+    return text
+
+
 def pick_option(page, select, text: str, tries: int = 3) -> None:
     """Open a multiselect or selectbox (`select`, a locator) and click its option containing `text`.
     A rerun that lands while the list is open closes it (and drops what was typed); then the list
