@@ -263,11 +263,11 @@ def test_under_one_over_o_wrong_answers_end_longer_than_right_ones(seed: int) ->
     assert gaps[GRPO] > 0.2 and gaps[GRPO] > gaps[DR], f"seed {seed}: late wrong − right {gaps}, growth {growth}"
 
 
-def test_the_length_verdict_names_the_measures_that_agree() -> None:
-    assert claims.length_verdict(True, True) == "both as the 1/|o| bias predicts"
-    assert claims.length_verdict(False, True).startswith("the gap shows")
-    assert claims.length_verdict(True, False).startswith("the growth shows")
-    assert claims.length_verdict(False, False).startswith("so neither")
+def test_the_length_verdict_gives_each_measure_its_own() -> None:
+    assert claims.length_verdict(True, True) == ("wider under GRPO, as the bias predicts", "as the bias predicts")
+    assert claims.length_verdict(False, True) == ("wider under GRPO, as the bias predicts", "not as the bias predicts")
+    assert claims.length_verdict(True, False) == ("not wider under GRPO: no sign of the bias", "as the bias predicts")
+    assert claims.length_verdict(False, False)[1] == "not as the bias predicts"
 
 
 def test_the_dash_dot_line_says_it_is_the_goal() -> None:

@@ -140,32 +140,29 @@ def wrong_minus_right(arm: str) -> Compute:
     return compute
 
 
-def length_verdict(grew_more: bool, gap_wider: bool) -> str:
-    """What the two measures of the 1/|o| bias say together: the growth of wrong answers (more under GRPO)
-    and, at the end, wrong minus right length (wider under GRPO)."""
-    if grew_more and gap_wider:
-        return "both as the 1/|o| bias predicts"
-    if gap_wider:
-        return "the gap shows the 1/|o| bias, the growth does not"
-    if grew_more:
-        return "the growth shows the 1/|o| bias, the gap does not"
-    return "so neither measure shows the 1/|o| bias in this run"
+def length_verdict(grew_more: bool, gap_wider: bool) -> tuple[str, str]:
+    """Each measure's own verdict on the 1/|o| bias (under GRPO a wrong answer's tokens are each
+    pushed down less the longer it is, so wrong answers may lengthen): the gap between wrong and right
+    lengths at the end (wider under GRPO), and the growth of wrong answers (more under GRPO)."""
+    return ("wider under GRPO, as the bias predicts" if gap_wider else "not wider under GRPO: no sign of the bias",
+            "as the bias predicts" if grew_more else "not as the bias predicts")
 
 
 def length_contrast(records: Records) -> Sentence | None:
-    """The 1/|o| bias in two measures: how much more the wrong answers grew under GRPO than under Dr. GRPO,
-    and, over the last third, wrong minus right length in each arm (both arms share whatever else moves length)."""
+    """The 1/|o| bias in two measures, each with its verdict: over the last third, wrong minus right length
+    in each arm, and how much more the wrong answers grew under GRPO than under Dr. GRPO (both arms share
+    whatever else moves length)."""
     grpo, dr = number(records, wrong_length_change(GRPO)), number(records, wrong_length_change(DR))
     gaps = [number(records, wrong_minus_right(arm), shown=lambda v: f"{v:+.2f}") for arm in (GRPO, DR)]
     if grpo is None or dr is None or None in gaps:
         return None
     more = number(records, lambda r: wrong_length_change(GRPO)(r) - wrong_length_change(DR)(r),
                   shown=lambda v: f"{abs(v):.2f}")
-    grew = ("grew {} tokens more under GRPO than under Dr. GRPO" if more.value > 0 else
-            "grew {} tokens less under GRPO than under Dr. GRPO" if more.value < 0 else "grew alike ({}) in both arms")
-    verdict = length_verdict(more.value > 0, gaps[0].value > gaps[1].value)
-    return say(f"Wrong answers {grew}; over the last third, wrong minus right length was {{}} tokens under GRPO and "
-               f"{{}} under Dr. GRPO — {verdict}.", more, *gaps)
+    grew = ("{} tokens more under GRPO than under Dr. GRPO" if more.value > 0 else
+            "{} tokens less under GRPO than under Dr. GRPO" if more.value < 0 else "alike ({} tokens) in both arms")
+    gap, growth = length_verdict(more.value > 0, gaps[0].value > gaps[1].value)
+    return say("The 1/|o| bias, measured twice. Wrong minus right length over the last third: {} tokens under "
+               f"GRPO, {{}} under Dr. GRPO — {gap}. Growth of wrong answers: {grew} — {growth}.", *gaps, more)
 
 
 # --- beside rlhf-ppo and dpo-beta ------------------------------------------------------------------------
