@@ -140,8 +140,9 @@ def diagnostics_figure(records: Records, palette: dict[str, str], clip: float) -
              row=1, col=1)
     for arm in POLICIES:
         add_curve(fig, records, arm, "kl", f"{arm}: KL(π‖π_ref)", palette[arm], row=2, col=1)
-    return subplots_layout(fig, "PPO's clip fraction; KL from π_ref",
-                           ["per PPO update", "KL(π‖π_ref) (nats)"])
+    fig = subplots_layout(fig, "PPO's clip fraction; KL from π_ref", ["per PPO update", "KL(π‖π_ref) (nats)"])
+    # KL from π_ref grows from 0 (~1e-8 at step 0): on a log axis that start would flatten the growth that matters
+    return fig.update_yaxes(type="linear", rangemode="tozero", row=2, col=1)
 
 
 def policy_figure(records: Records, palette: dict[str, str], beta: float) -> go.Figure:
