@@ -191,5 +191,5 @@ class BatchSizeClipping(Scenario):
             "grad_norm": lambda: look.grad_norm_figure(records, colors, clips, config.clip_norm),
             "clip_coef": lambda: curves_figure(records, colors, "clip_coef", arms=clips, log_y=True, y_title="‖g_clipped‖ / ‖g‖",
                                                title="Clip coefficient: the factor clipping applied (1 = untouched)"),
-            "lr_schedule": lambda: look.schedule_figure(records, colors, batches + clips),
+            "lr_schedule": lambda: look.schedule_figure(records, colors, batches, clips),
         })

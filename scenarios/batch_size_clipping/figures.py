@@ -67,10 +67,17 @@ def grad_norm_figure(records: Records, colors: dict[str, str], arms: list[str], 
     return fig
 
 
-def schedule_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go.Figure:
-    """The rate each step used (lines) and the closed form (dots): they coincide."""
+def schedule_figure(records: Records, colors: dict[str, str], batches: list[str], clips: list[str]) -> go.Figure:
+    """The rate each step used (lines) and the closed form (dots): they coincide. The legend groups the
+    MLP's batch-size arms and the RNN's clipping arms (a shorter run at its own rate)."""
+    arms = batches + clips
     fig = curves_figure(records, colors, "lr", arms=arms, title="Learning rate per step (dots: the closed form)",
                         y_title="learning rate")
+    for trace in fig.data:
+        group = "MLP, by batch size" if trace.name in batches else "RNN, by clipping" if trace.name in clips else None
+        if group:
+            trace.update(legendgroup=group, legendgrouptitle_text=group)
+    fig.update_layout(legend_groupclick="toggleitem")  # a click on an arm hides that arm, not its group
     for arm in arms:
         closed = records.series(arm, "lr_closed_form")
         if len(closed):
