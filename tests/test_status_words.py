@@ -2,8 +2,9 @@
 
 
 def test_the_status_line_counts_steps_per_arm() -> None:
-    """A teacher trained 400 steps and two students 300: "300 steps (400 for “teacher”)", not "after 400
-    steps"; arms a Stop caught at five different steps: "up to 400 steps"."""
+    """A teacher trained 400 steps and two students 300: "400 steps for “teacher”, 300 for the other arms",
+    not "after 400 steps"; three arms at three counts: each named; arms a Stop caught at five different
+    steps: "up to 400 steps"."""
     import pandas as pd
 
     from explorer.runs.handle import Snapshot
@@ -12,7 +13,11 @@ def test_the_status_line_counts_steps_per_arm() -> None:
                                                                  for s in range(300)]
     uneven = pd.DataFrame(rows, columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(uneven, "finished", 1.0, [], None, 2.0, "abc")).startswith(
-        "Finished after 300 steps (400 for “teacher”) in 2.0 s")
+        "Finished after 400 steps for “teacher”, 300 for the other arms, in 2.0 s")
+    three = pd.DataFrame([(arm, s, "loss", 1.0) for arm, n in (("gradient", 1), ("pretrain", 300), ("finetune", 200))
+                          for s in range(n)], columns=["arm", "step", "metric", "value"])
+    assert status_line(Snapshot(three, "finished", 1.0, [], None, 2.0, "abc")).startswith(
+        "Finished after 1 step for “gradient”, 300 for “pretrain”, 200 for “finetune”, in 2.0 s")
     caught = pd.DataFrame([(f"arm {n}", s, "loss", 1.0) for n in (100, 200, 300, 350, 400) for s in range(n)],
                           columns=["arm", "step", "metric", "value"])
     assert status_line(Snapshot(caught, "stopped", 1.0, [], None, 2.0, "abc")).startswith(

@@ -11,12 +11,13 @@ NAMED_ARMS = 3  # up to this many arms that trained another length than most are
 
 
 def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
-    """"10 steps" when every training arm reached the same step; "300 steps (400 for “teacher”)" when a
-    few arms train another length than most (a teacher beside its students, skip-gram beside two
-    language models); "up to 400 steps" when many do (a Stop caught them at different points).
-    Training arms are those with a metric whose name holds one of `counted` (the scenario's
-    `counted`): an arm indexed by something else (bit width, sequence length N, d_k) is no count of
-    steps. None when no arm trains (a page that measures): the line then gives no count."""
+    """"10 steps" when every training arm reached the same step; "400 steps for “teacher”, 300 for the
+    other arms" when a few arms train another length than most (a teacher beside its students,
+    skip-gram beside two language models), each arm named where no count is shared; "up to 400 steps"
+    when many do (a Stop caught them at different points). Training arms are those with a metric whose
+    name holds one of `counted` (the scenario's `counted`): an arm indexed by something else (bit
+    width, sequence length N, d_k) is no count of steps. None when no arm trains (a page that
+    measures): the line then gives no count."""
     if frame.empty:
         return "0 steps" if counted else None
     metrics = frame["metric"].astype(str)
@@ -34,7 +35,12 @@ def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
     others = [(count, names) for count, names in arms.items() if count != most]
     if sum(len(names) for _, names in others) > NAMED_ARMS:  # a Stop caught many arms at different points
         return f"up to {high} steps"
-    return f"{most} steps (" + ", ".join(f"{count} for {' and '.join(names)}" for count, names in others) + ")"
+    named = list(arms.items()) if len(arms[most]) == 1 else others  # no count shared: every arm, in order
+    parts = [f"{count} for {' and '.join(names)}" for count, names in named]
+    if len(arms[most]) > 1:
+        parts.append(f"{most} for the other arms")
+    first = named[0][0]
+    return f"{first} step{'' if first == 1 else 's'}{parts[0][len(str(first)):]}, " + ", ".join(parts[1:])
 
 
 WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",
@@ -62,7 +68,8 @@ def status_line(snap: Snapshot, handle: RunHandle | SeedGroup | WatchedHandle | 
     if snap.status == "refused":
         return "Not run: this machine cannot run these settings"
     steps = steps_per_arm(snap.frame, handle.scenario.counted if isinstance(handle, RunHandle) else ("loss",))
-    line = f"{WORDS.get(snap.status, snap.status)}" + (f" after {steps}" if steps else "") + f" in {snap.elapsed_s:.1f} s"
+    after = (f" after {steps}," if "," in (steps or "") else f" after {steps}") if steps else ""  # a list of counts
+    line = f"{WORDS.get(snap.status, snap.status)}{after} in {snap.elapsed_s:.1f} s"
     if snap.status == "stopped" and not snap.run_id:
         return line + " · not stored"
     return line + (f" · stored as run {snap.run_id}" if snap.run_id else "")
