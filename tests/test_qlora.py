@@ -12,7 +12,7 @@ from engines.numerics import nf4
 from engines.numerics.quantization import fake_quantize_by_hand
 from scenarios import get_scenario
 from scenarios.base import ConfigError
-from scenarios.qlora.figures import FULL, LORA, NO_DQ, QLORA, memory_rows
+from scenarios.qlora.figures import FULL, LORA, NO_DQ, PANELS, QLORA, memory_rows
 from scenarios.records import Records
 from tests.sentence_checks import explained_and_holding
 
@@ -197,8 +197,9 @@ def test_the_uniform_guess_is_a_legend_entry_and_b_names_only_loras_matrix() -> 
     config = SCENARIO.validate(SCENARIO.tiny)
     figures = SCENARIO.figures(frame, config)
     for name in ("prose", "loss"):
-        notes = [note.text for note in figures[name].layout.annotations]
-        lines = [trace.name for trace in figures[name].data if trace.name and trace.name.startswith("uniform guess")]
+        notes = [note.text for note in figures[name].layout.annotations if note.text not in PANELS]  # subplot titles
+        lines = [trace.name for trace in figures[name].data if trace.name and trace.name.startswith("uniform guess")
+                 and trace.showlegend is not False]
         assert not notes and lines == ["uniform guess: 8 bits"], f"{name}: annotations {notes}, legend lines {lines}"
     words = [*SCENARIO.presets, SCENARIO.formula, sys.modules[type(SCENARIO).__module__].__doc__,
              *(field.description for field in SCENARIO.Config.model_fields.values()),

@@ -146,7 +146,8 @@ class QLoRA(Scenario):
                                  claims.error_sentence(records, "base", "the base's block Linear weights", b),
                                  claims.error_sentence(records, "normal", "N(0, 1) draws of the same count", b),
                                  claims.error_sentence(records, "uniform", "uniform draws of the same count", b),
-                                 claims.start_sentence(records), claims.pretrain_sentence(records)) if s is not None]
+                                 claims.start_sentence(records), claims.pretrain_sentence(records),
+                                 claims.forgetting_sentence(records)) if s is not None]
         if not sentences:
             return Explanation(waiting="Run to pretrain the tiny LM, then fine-tune it three ways: fully, with LoRA, "
                                        "and with LoRA on its NF4-quantized copy.")

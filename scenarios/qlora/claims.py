@@ -2,6 +2,7 @@
 without double quantization, and NF4's error against int4's; every number re-read from the records."""
 from scenarios.claims import Computed, fmt
 from scenarios.explanation import Sentence, say
+from scenarios.plotting import UNIFORM_BYTE_BPB
 from scenarios.qlora.figures import ARMS, CATEGORIES, FULL, LORA, PRE, QLORA
 from scenarios.recorded import recorded
 from scenarios.records import Records
@@ -39,6 +40,24 @@ def pretrain_sentence(records: Records) -> Sentence | None:
     first, last = int(series.index[0]), int(series.index[-1])
     return say("Pretraining took the prose's held-out loss from {} to {} bits per byte.",
                recorded(records, PRE, "prose_bpb", first), recorded(records, PRE, "prose_bpb", last))
+
+
+def forgetting_sentence(records: Records) -> Sentence | None:
+    """What each fine-tune kept of the prose: its held-out bits per byte at its first and last logged
+    steps, and the arms that end above a uniform guess over the 256 byte values."""
+    pairs = []
+    for arm in ARMS:
+        series = records.series(arm, "prose_bpb")
+        if len(series) < 2:
+            return None
+        pairs.append((arm, recorded(records, arm, "prose_bpb", int(series.index[0])),
+                      recorded(records, arm, "prose_bpb", int(series.index[-1]))))
+    above = [arm for arm, _, end in pairs if end.value > UNIFORM_BYTE_BPB]
+    tail = (f" — {' and '.join(above)} end{'s' if len(above) == 1 else ''} above a uniform guess over the 256 byte "
+            f"values ({UNIFORM_BYTE_BPB:g} bits): worse on the prose than a guess that knows nothing of it") if above else ""
+    return say("Fine-tuning on the target text moved the prose's held-out loss (bits per byte, first → last logged "
+               "step): " + "; ".join(f"{arm} {{}} → {{}}" for arm, _, _ in pairs) + tail + ".",
+               *[claim for _, first, last in pairs for claim in (first, last)])
 
 
 def memory_sentence(records: Records) -> Sentence | None:

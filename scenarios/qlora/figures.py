@@ -1,6 +1,7 @@
 """QLoRA, drawn: the NF4 code beside the weights it rounds, the loss of the three arms and its gap,
 memory per parameter by category, and NF4's error against int4 absmax by block size."""
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from scenarios.plotting import UNIFORM_BYTE_BPB, category_color, curves_figure, layout
 from scenarios.records import Records
@@ -14,6 +15,7 @@ CATEGORIES = {"linear_weights": "block Linear weights", "constants": "quantizati
 BLOCKS = (32, 64, 128, 256)
 SOURCES = {"base": ("the base's weights", "solid"), "normal": ("N(0, 1) draws", "dash"), "uniform": ("uniform draws", "dot")}
 UNIFORM = f"uniform guess: {UNIFORM_BYTE_BPB:g} bits"  # in the legend: on the line its label ran over the axis title and curves
+PANELS = ("pretraining", "then each fine-tune, from pretraining's end")  # the prose chart's two panels
 CODES = {"nf4": ("NF4", "#1f77b4"), "int4": ("int4 absmax", "#d62728")}
 
 
@@ -132,7 +134,26 @@ def loss_figure(records: Records, colors: dict[str, str]) -> go.Figure:
 
 
 def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
-    return curves_figure(records, colors, "prose_bpb", arms=[PRE, *ARMS],
-                         title="Held-out loss on the prose: pretraining, then what each fine-tune keeps",
-                         y_title="bits per byte (prose)", log_y=False, chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM,
-                         chance_in_legend=True)
+    """Pretraining (left), then each fine-tune from its end (right): two panels with their own step counts,
+    one y axis, so the fine-tunes do not read as running beside pretraining."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.4, 0.6], horizontal_spacing=0.03,
+                        subplot_titles=PANELS)
+    for col, arms in ((1, [PRE]), (2, ARMS)):
+        panel = curves_figure(records, colors, "prose_bpb", arms=arms, title="", y_title="", log_y=False,
+                              chance=UNIFORM_BYTE_BPB, chance_label=UNIFORM, chance_in_legend=True)
+        for trace in panel.data:
+            if trace.name == UNIFORM and col == 2 and any(t.name == UNIFORM for t in fig.data):
+                trace.showlegend = False
+            if trace.name == UNIFORM:
+                trace.legendgroup = UNIFORM  # one legend entry hides both panels' line
+            fig.add_trace(trace, row=1, col=col)
+        for arm in arms:
+            step = records.diverged_at(arm)
+            if step is not None:
+                fig.add_vline(x=step, line_dash="dot", line_color=colors.get(arm),
+                              annotation_text=f"{arm} diverged at step {step}", row=1, col=col)
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="bits per byte (prose)", row=1, col=1)
+    fig.update_layout(title="Held-out loss on the prose: pretraining, then what each fine-tune keeps",
+                      margin=dict(l=60, r=20, t=70, b=50), legend_title_text="arm", hovermode="closest")
+    return fig
