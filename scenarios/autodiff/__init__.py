@@ -6,7 +6,9 @@ graph of backward nodes (`loss.grad_fn`, then `next_functions`, down to one `Acc
 per parameter). `loss.backward()` walks it from the loss, each node multiplying the incoming
 gradient by its local derivative: the chain rule, for W[j, i] of the first layer
 
-    ∂L/∂W[j,i] = 2(ŷ − y) · V[0, j] · (1 − h_j²) · x̃_i.
+    ∂L/∂W[j,i] = 2(ŷ − y) · v_j · (1 − h_j²) · x̃_i,
+
+with v_j the output weight from hidden unit j (units and inputs count from 1).
 
 The page computes each factor by hand, checks the running product against
 `torch.autograd.grad`, and the whole gradient against central finite differences and
@@ -30,7 +32,7 @@ from scenarios.autodiff.figures import PASS
 from scenarios.base import Arm, Scenario, ScenarioConfig, Work, in_turn, shown_by, together, view_field
 from scenarios.cost import logs
 from scenarios.claims import Final
-from scenarios.explanation import Explanation, join, say, trajectory
+from scenarios.explanation import Explanation, Sentence, join, say, trajectory
 from scenarios.plotting import Figures, arm_colors, curves_figure
 from scenarios.records import Records
 
@@ -85,8 +87,8 @@ class Autodiff(Scenario):
                                 how="a body trained first on task A carried to task B (supervised, not self-supervised on text)"),
     }
     formula = (r"\begin{aligned}\frac{\partial L}{\partial W_{ji}} &= \underbrace{2(\hat y - y)}_{\text{MseLoss}}\cdot"
-               r"\underbrace{V_{0j}}_{\text{Addmm}}\cdot\underbrace{(1 - h_j^2)}_{\text{Tanh}}\cdot"
-               r"\underbrace{\tilde x_i}_{\text{Addmm}},\qquad h = \tanh(W\tilde x + b),\ \hat y = Vh + c\\"
+               r"\underbrace{v_j}_{\text{Addmm}}\cdot\underbrace{(1 - h_j^2)}_{\text{Tanh}}\cdot"
+               r"\underbrace{\tilde x_i}_{\text{Addmm}},\qquad h = \tanh(W\tilde x + b),\ \hat y = v^\top h + c\\"
                r"\frac{\partial L}{\partial\theta_k} &\approx \frac{L(\theta + \epsilon e_k) - L(\theta - \epsilon e_k)}"
                r"{2\epsilon}\quad(\text{float64},\ \epsilon = 10^{-6})\end{aligned}")
     Config = Config
@@ -140,6 +142,9 @@ class Autodiff(Scenario):
     def explain(self, frame: pd.DataFrame, config: Config) -> Explanation:
         records = Records(frame)
         chain = look.chain_sentence(records, *path_of(config))
+        if chain is not None and config.path_unit > config.hidden:  # the slider reaches 6 whatever `hidden` is
+            chain = Sentence(chain.text + f" (hidden unit {config.path_unit} was asked for; TinyNet has "
+                                          f"{config.hidden}, so the path runs through unit {config.hidden})", chain.claims)
         details = [look.module_sentence(records), look.checks_sentence(records)]
         pretrained = records.last_step(PRETRAIN, "test_accuracy")
         if pretrained is not None:

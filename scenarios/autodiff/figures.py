@@ -10,7 +10,7 @@ from scenarios.plotting import category_color, full_width, layout
 from scenarios.records import Records
 
 PASS = "one forward and backward pass"
-STEPS = (("MseLossBackward0", "2(ŷ − y)", "∂L/∂ŷ"), ("AddmmBackward0 (out)", "V[0, j]", "∂L/∂h_j"),
+STEPS = (("MseLossBackward0", "2(ŷ − y)", "∂L/∂ŷ"), ("AddmmBackward0 (out)", "v_j", "∂L/∂h_j"),
          ("TanhBackward0", "1 − h_j²", "∂L/∂z_j"), ("AddmmBackward0 (hidden) → W", "x̃_i", "∂L/∂W[j, i]"))
 STAGES = ("x_norm", "z", "h", "yhat", "y", "loss")
 
@@ -139,8 +139,8 @@ def forward_figure(records: Records) -> go.Figure:
         values = [v for k in range(16) if (v := records.at(PASS, f"forward/{stage}/{k:02d}", 0)) is not None]
         if values:
             fig.add_scatter(x=[stage] * len(values), y=values, mode="markers+text", name=stage, text=[
-                f"[{k}]" for k in range(len(values))], textposition="middle right", marker=dict(size=12, color=category_color(i)))
-    fig = layout(fig, "Forward pass of one example, stage by stage", "stage", "value")
+                f"[{k + 1}]" for k in range(len(values))], textposition="middle right", marker=dict(size=12, color=category_color(i)))
+    fig = layout(fig, "Forward pass of one example, stage by stage ([k]: the k-th value, from 1)", "stage", "value")
     fig.update_layout(showlegend=False)
     return fig
 
@@ -155,7 +155,7 @@ def chain_sentence(records: Records, unit: int, input_: int) -> Sentence | None:
     autograd = Computed("{}", values["autograd"][-1], lambda r: r.at(PASS, f"{key}/autograd_4", 0), shown=f"{values['autograd'][-1]:.6g}")
     fd = records.at(PASS, f"{key}/finite_diff", 0)
     finite = Computed("{}", fd, lambda r: r.at(PASS, f"{key}/finite_diff", 0), shown=f"{fd:.6g}")
-    return say(f"∂L/∂W[{unit}, {input_}] = 2(ŷ − y)·V[0, {unit}]·(1 − h²)·x̃ = {{}} by the chain rule, {{}} by autograd, "
+    return say(f"∂L/∂W[{unit}, {input_}] = 2(ŷ − y)·v_{unit}·(1 − h_{unit}²)·x̃_{input_} = {{}} by the chain rule, {{}} by autograd, "
                "{} by finite differences", product, autograd, finite)
 
 
