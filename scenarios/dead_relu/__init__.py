@@ -194,7 +194,8 @@ class DeadReLU(Scenario):
             "dead_units": lambda: dead_heatmaps_figure(records, arms),
             "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss",
                                           y_title="mean squared error", chance=constant, log_y=True,
-                                          chance_label=f"constant output: Var(y) = {constant:.3f}" if constant else ""),
+                                          chance_label=f"constant output: Var(y) = {constant:.3f}" if constant else "",
+                                          chance_in_legend=True),  # on the line, LeakyReLU's curve ran through its label
             "grad_norm": lambda: grad_norm_figure(records, arms, colors),
             "preact_hist": lambda: histograms_figure(records, arms, colors, min(config.hist_layer, config.depth)),
             "born_dead": lambda: born_heatmap_figure(born()), "born_dead_curves": lambda: born_curves_figure(born())})

@@ -39,7 +39,8 @@ def length_figure(records: Records, colors: dict[str, str], train_length: int) -
         fig.add_scatter(x=found, y=values, name=arm if guess else f"{arm} (step {step})", mode="lines+markers",
                         line=dict(color="gray" if guess else colors.get(arm), dash="dash" if guess else "solid"),
                         hovertemplate=f"{arm}<br>length %{{x}}<br>held-out accuracy %{{y:.1f}}%<extra></extra>")
-    fig.add_vline(x=train_length, line_dash="dot", line_color="gray", annotation_text=f"trained at length {train_length}")
+    fig.add_vline(x=train_length, line_dash="dot", line_color="gray", annotation_text=f"trained at length {train_length}",
+                  annotation_position="bottom right")  # at the top the 100% lines ran through it
     layout(fig, "Held-out accuracy vs sequence length",
            "evaluation length (tokens)", "held-out accuracy (%)")
     return fig.update_yaxes(range=[0, 105]).update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
