@@ -44,6 +44,17 @@ def loss_figure(records: Records, colors: dict[str, str], arms: list[str]) -> go
                              "step", "cross-entropy (nats, eval mode)"))
 
 
+def wrapped(name: str, width: int = 12) -> str:
+    """A category label broken at spaces into lines of about `width` characters (plotly's <br>)."""
+    lines: list[str] = []
+    for word in name.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
 def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
     """Test loss and accuracy of the final weights against the weights early stopping restored."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["test loss", "test accuracy"], horizontal_spacing=0.12)
@@ -53,7 +64,8 @@ def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
             fig.add_bar(x=shown, y=[records.last(arm, f"{kind}/{metric}") for arm in shown], name=words,
                         marker_color=category_color(i), showlegend=col == 1, legendgroup=kind, row=1, col=col)
     for col, y_title in ((1, "cross-entropy (nats)"), (2, "accuracy")):
-        fig.update_xaxes(title_text="arm", row=1, col=col)
+        # the arms' names on two lines, level: slanted, the last ran under the next panel and into the axis title
+        fig.update_xaxes(tickvals=shown, ticktext=[wrapped(arm) for arm in shown], tickangle=0, row=1, col=col)
         fig.update_yaxes(title_text=y_title, row=1, col=col)
     fig.update_layout(barmode="group", title="Early stopping: final against restored weights (test set)",
                       margin=dict(l=60, r=20, t=70, b=50),  # the legend right of the bars: above them it ran into the title
