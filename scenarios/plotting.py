@@ -245,6 +245,16 @@ def curves_figure(records: Records, colors: dict[str, str], metric: str, *, titl
     return layout(fig, title, x_title, y_title + (" (log scale)" if log else ""), log_y=log)
 
 
+def as_percent(fig: go.Figure) -> go.Figure:
+    """A figure of shares (0 to 1) read in percent, as the page's sentences give them: ticks and hover
+    (values unchanged, so exports and overlays keep the records' numbers)."""
+    fig.update_yaxes(tickformat=".0%")
+    for trace in fig.data:
+        if trace.hovertemplate:
+            trace.hovertemplate = trace.hovertemplate.replace("%{y:.4g}", "%{y:.1%}")
+    return fig
+
+
 def legend_line(fig: go.Figure, value: float, name: str, dash: str = "dash", hover: str | None = None) -> None:
     """A gray reference line at y = `value` across the x range of the traces drawn so far, named in the
     legend rather than labelled on the line (where a curve that approaches it would run through the label).

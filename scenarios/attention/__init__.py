@@ -32,7 +32,7 @@ from scenarios.attention.figures import SWEEP, heads_label, heads_of, uniform_la
 from scenarios.base import Arm, Scenario, ScenarioConfig, Work, shown_by, together, view_field
 from scenarios.cost import logs
 from scenarios.explanation import Explanation, join
-from scenarios.plotting import Figures, arm_colors, curves_figure
+from scenarios.plotting import Figures, arm_colors, as_percent, curves_figure
 from scenarios.records import Records
 
 DIMS = [4, 8, 16, 32, 64, 128, 256, 512]  # the d_k sweep
@@ -174,9 +174,10 @@ class Attention(Scenario):
             "example_weights": lambda: look.example_weights_figure(records, config.d_k),
             "loss": lambda: curves_figure(records, colors, "loss", arms=arms, title="Training loss (cross-entropy per lookup)",
                                           y_title="nats", log_y=False),
-            "eval_accuracy": lambda: curves_figure(records, colors, "eval_accuracy", arms=arms, log_y=False, chance=1 / look.VALUES,
-                                                   title="Held-out lookup accuracy (256 contexts never trained on)",
-                                                   y_title="share of lookups right", chance_label=f"chance 1/{look.VALUES}"),
+            "eval_accuracy": lambda: as_percent(curves_figure(
+                records, colors, "eval_accuracy", arms=arms, log_y=False, chance=1 / look.VALUES,
+                title="Held-out lookup accuracy (256 contexts never trained on)", y_title="lookups right",
+                chance_label=f"chance 1/{look.VALUES} = {100 / look.VALUES:.1f}%")),
             "accuracy_vs_heads": lambda: look.heads_figure(records, colors, arms, last),
             "attention_maps": lambda: look.maps_figure(records, shown),
         })

@@ -3,7 +3,7 @@ embedding's Fourier spectrum (at the last step and over training), and the netwo
 to its key frequencies against the same number of other ones."""
 import plotly.graph_objects as go
 
-from scenarios.plotting import add_curve, full_width, layout
+from scenarios.plotting import add_curve, as_percent, full_width, layout
 from scenarios.records import Records
 
 DECAY, NO_DECAY = "AdamW, weight decay", "Adam, no weight decay"
@@ -16,10 +16,10 @@ def accuracy_figure(records: Records, colors: dict[str, str], p: int) -> go.Figu
     for arm in ARMS:
         add_curve(fig, records, arm, "train_acc", f"{arm} · training pairs", colors[arm], dash="dot")
         add_curve(fig, records, arm, "test_acc", f"{arm} · held-out pairs", colors[arm])
-    fig.add_hline(y=1 / p, line_dash="dash", line_color="gray", annotation_text=f"chance 1/p = {1 / p:.3f}",
+    fig.add_hline(y=1 / p, line_dash="dash", line_color="gray", annotation_text=f"chance 1/p = {100 / p:.1f}%",
                   annotation_position="top right")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return layout(fig, "Accuracy: training pairs (dotted) and held-out pairs (solid)", "step", "accuracy")
+    return as_percent(layout(fig, "Accuracy: training pairs (dotted) and held-out pairs (solid)", "step", "accuracy"))
 
 
 def loss_figure(records: Records, colors: dict[str, str]) -> go.Figure:
