@@ -38,14 +38,21 @@ def io_figure(records: Records, sram_kib: int, n: int, d: int) -> go.Figure:
                         customdata=[cols.get(k, 0) for k in kib],
                         hovertemplate="M = %{x} KiB (B_c = %{customdata}): %{y:.3g} MiB<extra></extra>")
     mark_setting(fig, records, sram_kib, [records.at(IO, f"hbm_bytes/{line}", sram_kib) for line in IO_LINES], MIB)
-    fig.update_xaxes(type="log", tickvals=sorted(cols))  # the grid's own M (no ticktext: the module docstring)
+    fig.update_xaxes(type="log", tickvals=ticks_apart(cols, sram_kib))  # the grid's own M (no ticktext: the docstring)
     fig = layout(fig, f"HBM traffic, forward + backward, one head (N = {n}, d = {d}, fp16)",
-                 "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys)", "MiB read + written (IO model)", log_y=True)
+                 "SRAM M (KiB; blocks of B_c = ⌈M/4d⌉ keys, M counted in fp16 values)", "MiB read + written (IO model)",
+                 log_y=True)
     # below the plot (inside, any corner is crossed by the tiled line or the flat standard ones), untitled, in columns
     # 200 px wide: two a row where the chart is wide enough, else one; the chart grows by the rows
     fig.update_layout(legend=dict(orientation="h", x=0, y=-0.24, xanchor="left", yanchor="top", entrywidth=200),
                       legend_title_text="", height=IO_HEIGHT_PX)
     return fig
+
+
+def ticks_apart(values, kept: float, ratio: float = 1.45) -> list:
+    """The grid's M for a log axis's ticks, less those closer than `ratio` to the M set (`kept`), whose
+    label would touch its label (192 beside 256 at half a page)."""
+    return [v for v in sorted(values) if v == kept or not 1 / ratio < v / kept < ratio]
 
 
 def mark_setting(fig: go.Figure, records: Records, sram_kib: int, values: list, unit: float) -> None:
@@ -72,7 +79,7 @@ def io_ratio_figure(records: Records, sram_kib: int) -> go.Figure:
               ((records.at(IO, f"hbm_bytes/{line}", sram_kib), records.at(IO, "hbm_bytes/tiled", sram_kib))
                for line in ("standard", "standard_mask_dropout"))]
     mark_setting(fig, records, sram_kib, ratios, 1)
-    fig.update_xaxes(type="log", tickvals=sorted(cols))
+    fig.update_xaxes(type="log", tickvals=ticks_apart(cols, sram_kib))
     fig = layout(fig, "How many times fewer HBM bytes the tiled kernel moves", "SRAM M (KiB)", "standard ÷ tiled bytes")
     fig.update_layout(legend=dict(x=0.01, y=0.98, xanchor="left", yanchor="top"), legend_title_text="ratio")
     fig.update_yaxes(rangemode="tozero")
