@@ -1,5 +1,5 @@
 """What the masked-vs-causal page says, each number a claim its records prove (re-derived when checked)."""
-from engines.sequence.relational import vocabulary
+from engines.sequence.relational import COUNTRIES, vocabulary
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
 from scenarios.masked_causal.figures import CAUSAL, EXACT, MASKED, RELATION_NAMES, SGNS, WORLD, spelled
@@ -58,6 +58,22 @@ def identity_sentence(records: Records, negatives: int, power: float) -> Sentenc
                "PMI − ln k, correlation {}.", r, gap, plain)
 
 
+ROLES = ("country", "capital", "people")
+
+
+def relation(word: str, other: str, countries: int) -> str | None:
+    """How `other` stands to `word` in the corpus's world: "its capital", "another capital", … (None: no such tie)."""
+    roles = {name: (role, index) for index, entry in enumerate(COUNTRIES[:countries])
+             for role, name in zip(ROLES, entry[:3])}
+    if word not in roles or other not in roles:
+        return None
+    (role, index), (other_role, other_index) = roles[word], roles[other]
+    if index == other_index:
+        return "its " + other_role
+    return {"country": "another country", "capital": "another capital", "people": "another nationality"}[role] \
+        if role == other_role else None
+
+
 def neighbour_sentence(records: Records, countries: int) -> Sentence | None:
     """The nearest word to each of the first probes (country, capital), named and re-read from the records."""
     words = vocabulary(countries)
@@ -68,6 +84,9 @@ def neighbour_sentence(records: Records, countries: int) -> Sentence | None:
     for probe in probes:
         metric = f"neighbour/{probe:03d}/1"
         value = records.last(SGNS, metric)
-        nearest = Computed(f"{words[probe]} → {{}}", value, lambda r, m=metric: r.last(SGNS, m), shown=spelled(words, value))
+        word = spelled(words, value)
+        kin = relation(words[probe], word, countries)
+        nearest = Computed(f"{words[probe]} → {{}}", value, lambda r, m=metric: r.last(SGNS, m),
+                           shown=f"{word} ({kin})" if kin else word)
         parts.append(nearest)
     return say("Nearest words (cosine of w + c): " + ", ".join(["{}"] * len(parts)) + ".", *parts)
