@@ -64,7 +64,8 @@ def bytes_per_token_figure(records: Records, colors: dict[str, str], vocab_size:
     fig = go.Figure()
     for arm in (PRE, RAW):
         add_curve(fig, records, arm, "bytes_per_token", arm, colors[arm])
-    fig.add_vline(x=vocab_size, line_dash="dot", line_color="gray", annotation_text=f"your vocabulary {vocab_size}")
+    fig.add_vline(x=vocab_size, line_dash="dot", line_color="gray", annotation_text=f"your vocabulary {vocab_size}",
+                  annotation_position="top left")  # right of the line, its text stretched the axis a third past the data
     layout(fig, "Held-out bytes per token against vocabulary size", "vocabulary size (tokens)", "bytes per token")
     fig.update_traces(mode="lines+markers", marker=dict(size=4),
                       hovertemplate="%{fullData.name}<br>%{x} tokens<br>%{y:.3f} bytes per token<extra></extra>")
