@@ -61,6 +61,17 @@ def _power(match: re.Match) -> str:
     return raised if raised is not None else match.group(0)
 
 
+_MATH_OR_CODE = re.compile(r"(\$[^$]+\$|`[^`]+`)")  # left as written by `raised_powers`
+
+
+def raised_powers(markdown: str) -> str:
+    """The page's markdown with its plain-text powers raised as the terminal's are (`B^-0.974` ->
+    `B⁻⁰·⁹⁷⁴`, `ℝ^64` -> `ℝ⁶⁴`): Streamlit's markdown has no superscript. Inline math and code are left
+    to render as they are."""
+    return "".join(part if _MATH_OR_CODE.fullmatch(part) else _POWER.sub(_power, part)
+                   for part in _MATH_OR_CODE.split(markdown))
+
+
 def terminal_text(markdown: str) -> str:
     """Markdown as a terminal prints it: bold dropped, inline math unwrapped, powers raised
     (`$10^{-4.0}$` -> `10⁻⁴·⁰`, `2^17` -> `2¹⁷`). A power with no superscript form stays as written."""

@@ -30,6 +30,12 @@ GAVE_BACK = 0.25  # a curve "gave back" its rise when it ended ≥ 25% of (peak 
 
 
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+RAISED = str.maketrans("-−+0123456789.bt", "⁻⁻⁺⁰¹²³⁴⁵⁶⁷⁸⁹·ᵇᵗ")
+
+
+def raised(text: object) -> str:
+    """An exponent for a chart's text, which has no superscript markup: `raised("-0.5")` is "⁻⁰·⁵"."""
+    return str(text).translate(RAISED)
 
 
 def fmt(value: float) -> str:

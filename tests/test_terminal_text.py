@@ -6,7 +6,7 @@ import json
 import pytest
 
 from explorer.cli.main import main
-from explorer.plaintext import terminal_text
+from explorer.plaintext import raised_powers, terminal_text
 
 TINY = ["run", "vanishing-gradients", "--set", "depth=4", "--set", "width=16", "--set", "steps=12", "--no-store"]
 
@@ -24,6 +24,15 @@ TINY = ["run", "vanishing-gradients", "--set", "depth=4", "--set", "width=16", "
 ])
 def test_markdown_becomes_plain_terminal_text(markdown: str, plain: str) -> None:
     assert terminal_text(markdown) == plain
+
+
+@pytest.mark.parametrize("markdown, page", [
+    ("**the variance falls as B^-0.974**", "**the variance falls as B⁻⁰·⁹⁷⁴**"),  # bold stays markdown
+    ("(1 − lr·λ)^t = 0.914 in ℝ^64", "(1 − lr·λ)ᵗ = 0.914 in ℝ⁶⁴"),
+    ("gradient $10^{-4.0}$ and `x^2`, then S = 2^17", "gradient $10^{-4.0}$ and `x^2`, then S = 2¹⁷"),  # math, code kept
+])
+def test_the_page_raises_the_powers_its_markdown_would_show_as_written(markdown: str, page: str) -> None:
+    assert raised_powers(markdown) == page
 
 
 def test_run_prints_plain_text_and_only_the_final_progress_line_off_a_terminal(capsys) -> None:

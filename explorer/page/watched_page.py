@@ -15,7 +15,7 @@ from explorer.page.export_panel import export_panel
 from explorer.page.scenario_page import live, live_feed
 from explorer.page.session import run_store, stored_frame
 from explorer.page.share import COMPARE, RUN, overlay_key
-from explorer.plaintext import plain
+from explorer.plaintext import plain, raised_powers
 from explorer.runs.store import StoredRun
 from explorer.runs.watched import WatchedHandle
 from explorer.view import feed
@@ -64,7 +64,7 @@ def render_watched() -> None:
     if token:
         feed.adopt(token, drawn_key(scenario.id), st.session_state.get(drawn_key(scenario.id)))
         with st.expander("What to look for, so far"):
-            st.markdown(scenario.explain(handle.snapshot().frame, handle.config).markdown())
+            st.markdown(raised_powers(scenario.explain(handle.snapshot().frame, handle.config).markdown()))
             st.caption("Read from the records when this page was drawn; the full diagnosis comes when the run ends. "
                        "Press R to read it again.")
     overlay_picker(scenario, handle, runs)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from explorer.plaintext import plain
+from explorer.plaintext import plain, raised_powers
 from explorer.runs.handle import RunHandle, Snapshot
 from explorer.view.chart import chart_key, draw, payload, placeholder, shows_data
 from explorer.view.compare import Overlay
@@ -231,7 +231,7 @@ def built(scenario: Scenario, handle, overlays: list[Overlay], band: str, lines:
         qualifiers = [f"mean over {len(handle.snapshots())} seeds"] if isinstance(handle, SeedGroup) else []
         markdown = "" if snap.running else (  # read from the whole run: not drawn while it goes on
             "**What to look for**" + (f" ({', '.join(qualifiers)})" if qualifiers else "") + "\n\n"
-            + scenario.explain(view.base, handle.config).markdown())
+            + raised_powers(scenario.explain(view.base, handle.config).markdown()))
     except Exception as error:  # figures that cannot draw these records must not take the page down
         drawn = Drawn(signature, f"The figures could not be drawn from these records: {type(error).__name__}: {error}")
         state[state_key] = drawn

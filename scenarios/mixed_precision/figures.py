@@ -5,7 +5,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from scenarios.claims import Computed
+from scenarios.claims import Computed, raised
 from scenarios.explanation import Sentence, say
 from scenarios.plotting import category_color, curves_figure, layout
 from scenarios.records import Records
@@ -23,7 +23,7 @@ def pct(value: float) -> str:
 
 
 def power(value: float) -> str:
-    return f"2^{value:g}"
+    return f"2^{value:g}"  # in a sentence: the page and the terminal raise it
 
 
 def format_color(name: str) -> str:
@@ -72,7 +72,7 @@ def histogram_figure(records: Records, arm: str, initial_scale: float) -> go.Fig
                     hovertemplate="log2 |g| %{x}±1<br>%{y} entries<extra></extra>")
     fig.add_vline(x=-24, line_dash="dash", annotation_text="fp16's smallest: 2⁻²⁴")
     fig.add_vline(x=-24 - math.log2(initial_scale), line_dash="dot",
-                  annotation_text=f"2⁻²⁴ / S (S = 2^{math.log2(initial_scale):g})", annotation_position="bottom left")
+                  annotation_text=f"2⁻²⁴ / S (S = 2{raised(f'{math.log2(initial_scale):g}')})", annotation_position="bottom left")
     return layout(fig, f"Gradients vs fp16's range ({arm}, step 0)",
                   "log2 |∂(loss_weight·CE)/∂w|", "entries")
 

@@ -97,7 +97,7 @@ def decay_figure(records: Records, colors: dict[str, str], arms: list[str]) -> g
                         title="Untouched weight: AdamW's decay vs Adam + L2")
     closed = records.series(arms[0], "closed_form") if arms else pd.Series(dtype=float)
     if len(closed):
-        fig.add_scatter(x=closed.index, y=closed.to_numpy(), name="(1 − lr·λ)^t", mode="lines",
+        fig.add_scatter(x=closed.index, y=closed.to_numpy(), name="(1 − lr·λ)ᵗ", mode="lines",
                         line=dict(color="black", dash="dash", width=1.5))
     return fig
 
@@ -211,7 +211,7 @@ def decay_sentence(records: Records) -> Sentence | None:
         return None
     closed = records.at(adamw, "closed_form", step)
     claims: list[Claim] = [Final(adamw, "weight", step, records.last(adamw, "weight")),
-                           Computed("(1 − lr·λ)^t = {}", closed, lambda r: r.at(adamw, "closed_form", step)),
+                           Computed("(1 − lr·λ)ᵗ = {}", closed, lambda r: r.at(adamw, "closed_form", step)),
                            Computed("relative error {}", error, relative_error(adamw), rel=1e-3, shown=fmt(error))]
     template = "The untouched weight, from 1: under AdamW it {} against {}, {}"
     if records.last_step(l2, "weight") is not None:

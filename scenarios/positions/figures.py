@@ -4,7 +4,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.claims import Computed, fmt
+from scenarios.claims import Computed, fmt, raised
 from scenarios.explanation import Sentence, say
 from scenarios.plotting import full_width, layout
 from scenarios.recorded import listed, percent, recorded, snapshot
@@ -90,7 +90,7 @@ def rope_figure(records: Records, colors: dict[str, str]) -> go.Figure:
         offsets, first = np.unique(m - n, return_index=True)  # one pair per offset: the curve f(m − n)
         fig.add_scatter(x=offsets, y=dots[first], mode="lines", name="f(m − n)", line=dict(color="gray"), hoverinfo="skip")
     base = records.first(ROTATION, "log_base")
-    title = "RoPE: ⟨R_m q, R_n k⟩ vs m − n" + (f" (base 10^{base:.2g})" if base else "")
+    title = "RoPE: ⟨R_m q, R_n k⟩ vs m − n" + (f" (base 10{raised(f'{base:.2g}')})" if base else "")
     return layout(fig, title, "offset m − n (random q, k in float64)", "⟨R_m q, R_n k⟩").update_layout(legend_title_text="")
 
 

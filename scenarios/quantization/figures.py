@@ -181,7 +181,7 @@ def scale_figure(records: Records, colors: dict[str, str], arms: list[str], laye
     bits = sorted({b for arm in arms for b in records.by_step(arm, f"scale/layer_{layer:02d}")})
     if len(absmax) and bits:
         fig.add_scatter(x=bits, y=[float(absmax.max()) / ((2 ** b - 1) / 2) for b in bits], mode="lines",
-                        name="max|w| / ((2^b − 1)/2)", line=dict(color="gray", dash="dash"), row=1, col=1,
+                        name="max|w| / ((2ᵇ − 1)/2)", line=dict(color="gray", dash="dash"), row=1, col=1,
                         hovertemplate="formula<br>%{x} bits<br>Δ %{y:.4g}<extra></extra>")
     fig.update_xaxes(title_text="weight bits", dtick=1)
     fig.update_yaxes(type="log", exponentformat="power", title_text="Δ (log scale)", row=1, col=1)

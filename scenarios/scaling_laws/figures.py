@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from engines.sequence.scaling_law import CHINCHILLA_A, CHINCHILLA_B, FIELDS, KAPLAN_A, Law
+from scenarios.claims import raised
 from scenarios.plotting import layout, tick_text
 from scenarios.records import Records
 from scenarios.scaling_laws.grid import COUNTS, FIT, OPTIMUM, SOURCE, grid_table
@@ -78,10 +79,10 @@ def optimal_figure(records: Records, count: str) -> go.Figure:
     if law is not None and not computes.empty:
         c = computes.to_numpy()
         for metric, label, color, fitted, references in (
-                ("n_opt", "N_opt", "#1f77b4", law.a, ((CHINCHILLA_A, "Chinchilla C^0.5", "dash"), (KAPLAN_A, "Kaplan C^0.73", "dot"))),
-                ("d_opt", "D_opt", "#d62728", law.b, ((CHINCHILLA_B, "Chinchilla C^0.5", "dash"), (1 - KAPLAN_A, "Kaplan C^0.27", "dot")))):
+                ("n_opt", "N_opt", "#1f77b4", law.a, ((CHINCHILLA_A, "Chinchilla C⁰·⁵", "dash"), (KAPLAN_A, "Kaplan C⁰·⁷³", "dot"))),
+                ("d_opt", "D_opt", "#d62728", law.b, ((CHINCHILLA_B, "Chinchilla C⁰·⁵", "dash"), (1 - KAPLAN_A, "Kaplan C⁰·²⁷", "dot")))):
             values = records.series(optima, metric).to_numpy()
-            fig.add_scatter(x=c, y=values, mode="lines+markers", name=f"{label} ∝ C^{fitted:.2f} (fitted)",
+            fig.add_scatter(x=c, y=values, mode="lines+markers", name=f"{label} ∝ C{raised(f'{fitted:.2f}')} (fitted)",
                             line=dict(color=color), hovertemplate=f"C = %{{x:.2e}}<br>{label} = %{{y:,.0f}}<extra></extra>")
             for slope, words, dash in references:
                 fig.add_scatter(x=c, y=values[0] * (c / c[0]) ** slope, mode="lines", name=f"{label}, reference: {words}",
