@@ -1,5 +1,7 @@
 """QLoRA, drawn: the NF4 code beside the weights it rounds, the loss of the three arms and its gap,
 memory per parameter by category, and NF4's error against int4 absmax by block size."""
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -88,25 +90,39 @@ def error_figure(records: Records) -> go.Figure:
     return fig
 
 
+def nice_step(rough: float) -> float:
+    """1, 2 or 5 times a power of ten, at least `rough`: the spacing of an axis's ticks."""
+    power = 10 ** math.floor(math.log10(rough))
+    return next(k * power for k in (1, 2, 5, 10) if k * power >= rough)
+
+
 def code_figure(records: Records) -> go.Figure:
-    """The 16 NF4 values and int4's 15 levels on [−1, 1], over the histogram of the base's w / absmax."""
+    """The 16 NF4 values and int4's 15 levels on [−1, 1], as rows of ticks under the histogram of the base's
+    w / absmax; the y axis names the rows there and counts shares only from 0 up."""
     fig = go.Figure()
     centers = sorted((int(m.rsplit("_", 1)[1]), records.last(QLORA, m)) for m in records.metrics(QLORA)
                      if m.startswith("hist/bin_"))
+    top = max((v for _, v in centers), default=0.0) or 0.05
     if centers:
         bins = len(centers)
         fig.add_bar(x=[-1 + (2 * i + 1) / bins for i, _ in centers], y=[v for _, v in centers], width=2 / bins,
                     name="the base's weights ÷ their block's absmax", marker_color="#c7c7c7",
                     hovertemplate="w/absmax ≈ %{x:.2f}<br>%{y:.3f} of the weights<extra></extra>")
-    for code, (name, color), y in ((c, CODES[c], h) for c, h in (("nf4", -0.01), ("int4", -0.025))):
+    rows = {}
+    for code, (name, color), y in ((c, CODES[c], -h * top) for c, h in (("nf4", 0.2), ("int4", 0.5))):
         values = [records.last(QLORA, f"code/{code}/index_{i:02d}") for i in range(16)]
         values = [v for v in values if v is not None]
         if values:
+            rows[y] = name
             fig.add_scatter(x=values, y=[y] * len(values), mode="markers", name=f"{name}: {len(values)} values",
                             marker=dict(color=color, size=9, symbol="line-ns-open", line=dict(width=2)),
                             hovertemplate=f"{name}<br>%{{x:.4f}}<extra></extra>")
     layout(fig, "The 4-bit codes over the weights they round (ticks: the values a weight may take)",
            "w ÷ absmax of its block", "share of the base's weights")
+    step = nice_step(top / 4)
+    shares = [i * step for i in range(int(top / step) + 1)]
+    fig.update_yaxes(tickvals=[*rows, *shares], ticktext=[*rows.values(), *(f"{v:g}" for v in shares)],
+                     range=[-0.7 * top, 1.08 * top])
     fig.update_layout(legend=dict(orientation="h", y=-0.22), legend_title_text="")
     return fig
 
