@@ -161,8 +161,12 @@ def length_contrast(records: Records) -> Sentence | None:
     grew = ("{} tokens more under GRPO than under Dr. GRPO" if more.value > 0 else
             "{} tokens less under GRPO than under Dr. GRPO" if more.value < 0 else "alike ({} tokens) in both arms")
     gap, growth = length_verdict(more.value > 0, gaps[0].value > gaps[1].value)
+    shown = (more.value > 0) + (gaps[0].value > gaps[1].value)
+    overall = ("both measures show the bias" if shown == 2 else "one measure of two shows the bias" if shown == 1
+               else "neither measure shows the bias in this run")
     return say("The 1/|o| bias, measured twice. Wrong minus right length over the last third: {} tokens under "
-               f"GRPO, {{}} under Dr. GRPO — {gap}. Growth of wrong answers: {grew} — {growth}.", *gaps, more)
+               f"GRPO, {{}} under Dr. GRPO — {gap}. Growth of wrong answers: {grew} — {growth}. So {overall}.",
+               *gaps, more)
 
 
 # --- beside rlhf-ppo and dpo-beta ------------------------------------------------------------------------
@@ -190,6 +194,7 @@ def explanation(records: Records, config) -> Explanation:
     first = accuracy(records, config.bits)
     if first is None:
         return Explanation(waiting="Warm start: teaching the format with random answers; GRPO's first records follow.")
-    details = [length(records, GRPO, "1/|o| and std"), length(records, DR, "neither"), length_contrast(records),
+    details = [length(records, GRPO, "each answer's loss ÷ its length |o|, advantages ÷ the group's std"),
+               length(records, DR, "neither division"), length_contrast(records),
                zero_gradient(records), weight(records), saturated(records), beside_ppo(records), beside_dpo(records)]
     return Explanation(first, tuple(s for s in details if s is not None))

@@ -85,7 +85,7 @@ def weight_figure(records: Records, palette: dict[str, str]) -> go.Figure:
                         hovertemplate="step %{customdata}<br>p %{x:.3f}<br>ratio %{y:.4f}<extra></extra>")
     fig.update_xaxes(range=[0, 1])
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
-    return layout(fig, "Per-prompt weight of the std: a group's gradient with ÷ without it",
+    return layout(fig, "How much dividing by the std weighs a prompt: its group's gradient norm with the division ÷ without",
                   "p: the group's success rate", "gradient-norm ratio")
 
 
