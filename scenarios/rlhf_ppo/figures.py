@@ -34,6 +34,15 @@ def subplots_layout(fig: go.Figure, title: str, y_titles: list[str]) -> go.Figur
     return fig
 
 
+def legend_by_panel(fig: go.Figure, top: str, bottom: str) -> None:
+    """The legend in two titled groups, one per panel of a two-row figure: the same arm's solid line stands
+    for another quantity in each. A click still hides one line."""
+    for trace in fig.data:
+        group = top if (trace.yaxis or "y") == "y" else bottom
+        trace.update(legendgroup=group, legendgrouptitle_text=group)
+    fig.update_layout(legend_groupclick="toggleitem")
+
+
 def fit_figure(records: Records, palette: dict[str, str]) -> go.Figure:
     """The reward model's Bradley–Terry loss (its pairs, and held-out pairs) and its accuracy."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
@@ -47,8 +56,10 @@ def fit_figure(records: Records, palette: dict[str, str]) -> go.Figure:
         fig.add_scatter(x=[steps.min(), steps.max()], y=[LOG2, LOG2], mode="lines", name="log 2 (all scores equal)",
                         line=dict(color="gray", dash="dash"), row=1, col=1, hoverinfo="skip")
     fig.update_yaxes(range=[0, 1.02], row=2, col=1)
-    return subplots_layout(fig, "Reward model: Bradley–Terry loss and accuracy",
-                           ["−log σ(r_φ(y_w) − r_φ(y_l))", "fraction of pairs"])
+    legend_by_panel(fig, "top: loss", "bottom: accuracy")
+    # the loss's formula in the title: as the top panel's axis title it ran taller than the panel
+    return subplots_layout(fig, "Reward model: Bradley–Terry loss −log σ(r_φ(y_w) − r_φ(y_l)) and accuracy",
+                           ["loss (nats)", "fraction of pairs"])
 
 
 def calibration_figure(records: Records) -> go.Figure:
@@ -140,6 +151,7 @@ def diagnostics_figure(records: Records, palette: dict[str, str], clip: float) -
              row=1, col=1)
     for arm in POLICIES:
         add_curve(fig, records, arm, "kl", f"{arm}: KL(π‖π_ref)", palette[arm], row=2, col=1)
+    legend_by_panel(fig, "top: per PPO update", "bottom: from π_ref")
     fig = subplots_layout(fig, "PPO's clip fraction; KL from π_ref", ["per PPO update", "KL(π‖π_ref) (nats)"])
     # KL from π_ref grows from 0 (~1e-8 at step 0): on a log axis that start would flatten the growth that matters
     return fig.update_yaxes(type="linear", rangemode="tozero", row=2, col=1)
