@@ -4,7 +4,8 @@ A Config's fields, with bounds (`ge`, `le`), `Literal` choices and `description`
 single source of the page's widgets, the CLI's `--set`, URL parameters and validation.
 A field that only chooses what is drawn is a *view field* (`view_field(...)`): it is not
 part of a run's key, so changing it redraws from the same records instead of training.
-A check across fields is a pydantic `model_validator(mode="after")` raising ValueError with a
+A field that acts only at some values of another names them in `json_schema_extra={"used_when":
+{"schedule": [...]}}`: the page greys its widget out at the others. A check across fields is a pydantic `model_validator(mode="after")` raising ValueError with a
 message that starts with the field it refuses ("line_length=48 is longer than …"): it is
 refused at every edge, like a bound.
 """
@@ -86,7 +87,17 @@ def field_spec(info) -> dict[str, Any]:
         spec["scale"] = extra.get("scale", "linear")
     else:
         spec["kind"] = "other"
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    spec["used_when"] = extra.get("used_when")  # {field: [values]}: the field does nothing otherwise
     return spec
+
+
+def unused_because(spec: dict[str, Any], values: Mapping[str, Any]) -> str | None:
+    """Why a field does nothing at these values ("schedule is constant"), from its `used_when`; None if it acts."""
+    for name, allowed in (spec.get("used_when") or {}).items():
+        if name in values and values[name] not in allowed:
+            return f"{name} is {values[name]}"
+    return None
 
 
 def describe_error(scenario_id: str, specs: dict[str, dict[str, Any]], error: ValidationError,

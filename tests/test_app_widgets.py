@@ -47,3 +47,16 @@ def test_a_terse_field_is_labelled_by_its_title_and_keeps_its_name_as_its_key() 
     widget = at.sidebar.select_slider(key="attention.d_k")
     assert widget.label == "d_k (key width)" and widget.value == 128, (widget.label, widget.value)
     assert at.sidebar.slider(key="attention.steps").label == "steps", "an untitled field keeps its name in words"
+
+
+def test_a_setting_that_does_nothing_at_these_values_is_greyed_out_and_says_why() -> None:
+    """batch-size-clipping's warmup length acts only under "warmup + cosine": greyed out under "constant",
+    its help saying so; enabled once the schedule has a warmup."""
+    at = AppTest.from_function(scenario_page, args=("batch-size-clipping",), default_timeout=60)
+    at.session_state["autorun:batch-size-clipping"] = False
+    at.run()
+    warmup = at.sidebar.slider(key="batch-size-clipping.warmup_steps")
+    assert warmup.proto.disabled and "Not used while schedule is constant." in warmup.proto.help, warmup.proto
+    at.sidebar.selectbox(key="batch-size-clipping.schedule").set_value("warmup + cosine").run()
+    warmup = at.sidebar.slider(key="batch-size-clipping.warmup_steps")
+    assert not warmup.proto.disabled and "Not used" not in warmup.proto.help, warmup.proto

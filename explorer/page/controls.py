@@ -11,6 +11,7 @@ import streamlit as st
 
 from explorer.view.compare import field_label
 from scenarios.base import Scenario
+from scenarios.config import unused_because
 
 SLIDER_MAX_VALUES = 5000  # an int range wider than this gets a number box, not a slider
 
@@ -51,26 +52,31 @@ def config_controls(scenario: Scenario) -> dict[str, Any]:
         key = widget_key(scenario, name)
         current = seed_state(key, spec["default"])
         label, help_text = field_label(name, spec), spec["description"] or None
+        unused = unused_because(spec, values)  # greyed out where it would do nothing (a warmup length, no warmup)
+        if unused:
+            help_text = f"{help_text or ''} Not used while {unused}.".strip()
+        disabled = {"disabled": True} if unused else {}
         kind = spec["kind"]
         if kind == "choice":
             index = spec["choices"].index(current) if current in spec["choices"] else 0
-            values[name] = st.selectbox(label, spec["choices"], index=index, key=key, help=help_text)
+            values[name] = st.selectbox(label, spec["choices"], index=index, key=key, help=help_text, **disabled)
         elif kind == "bool":
-            values[name] = st.toggle(label, value=bool(current), key=key, help=help_text)
+            values[name] = st.toggle(label, value=bool(current), key=key, help=help_text, **disabled)
         elif kind in ("int", "float") and "ge" in spec and "le" in spec:
             low, high = spec["ge"], spec["le"]
             shown = {"value": current} if within_bounds(current, low, high) else {}
             if spec["scale"] == "log":  # the grid also holds the current value (a link may carry 3e-4)
                 options = log_grid(low, high, spec["default"], current)
                 values[name] = st.select_slider(label, options=options, key=key, **shown,
-                                                help=help_text, format_func=log_label)
+                                                help=help_text, format_func=log_label, **disabled)
             elif kind == "int" and high - low > SLIDER_MAX_VALUES:
                 values[name] = st.number_input(label, min_value=low, max_value=high, step=1, key=key, **shown,
-                                               help=help_text)
+                                               help=help_text, **disabled)
             else:
-                values[name] = st.slider(label, min_value=low, max_value=high, key=key, **shown, help=help_text)
+                values[name] = st.slider(label, min_value=low, max_value=high, key=key, **shown, help=help_text,
+                                         **disabled)
         else:
-            values[name] = st.text_input(label, value=str(current), key=key, help=help_text)
+            values[name] = st.text_input(label, value=str(current), key=key, help=help_text, **disabled)
     return values
 
 

@@ -44,7 +44,8 @@ class Config(ScenarioConfig):
     steps: int = Field(200, ge=10, le=2000, description="MLP steps per batch size (fresh i.i.d. batches).")
     schedule: Literal["constant", "cosine", "warmup + cosine"] = Field(
         "constant", description="torch lr_scheduler for every arm: cosine decays to 0 at the last step.")
-    warmup_steps: int = Field(20, ge=2, le=500, description="Linear warmup length when the schedule has one.")
+    warmup_steps: int = Field(20, ge=2, le=500, description="Linear warmup length when the schedule has one.",
+                              json_schema_extra={"used_when": {"schedule": ["warmup + cosine"]}})
     radius: float = Field(1.2, ge=0.8, le=1.5, description="Spectral radius ρ of the RNN's recurrent matrix.")
     seq_len: int = Field(50, ge=5, le=100, description="RNN sequence length T: the gradient scales like ρ^T.")
     rnn: Literal["linear", "tanh"] = Field("linear", description="h ← Wh + Ux, or tanh of it (bounded forward pass).")
