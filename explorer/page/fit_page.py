@@ -101,14 +101,16 @@ def show(report: dict) -> None:
     right.metric("Peak per rank, analytic model", f"{model_peak / 1e9:.3g} GB")
     st.markdown(plain(report["fits_line"]))
     divisor, unit = unit_for(peak)
-    rows = [{"category": row, f"measured ({unit})": amount(per_rank[row], divisor),
+    rows = [{"category": row.replace("_", " "), f"measured ({unit})": amount(per_rank[row], divisor),
              f"formula ({unit})": amount(formula.get(row), divisor), "difference": report["difference"][row]["text"]}
             for row in ROWS]
     st.table(pd.DataFrame(rows).set_index("category"))
-    st.caption("Measured at the step's peak (the categories sum to it). Parameters, gradients and optimizer state "
+    st.caption("Measured at the step's peak (the categories sum to it); difference: measured − formula, in the unit "
+               "that shows it (in the table's unit a few kB would round away). Parameters, gradients and optimizer state "
                "are this rank's shards; unsharded: parameters FSDP has all-gathered; communication: DDP's gradient "
                "buckets, FSDP's all-gather and reduce-scatter buffers.")
-    phases = pd.DataFrame({phase: {c: v / divisor for c, v in by.items()} for phase, by in report["phases"].items()})
+    phases = pd.DataFrame({phase: {c.replace("_", " "): v / divisor for c, v in by.items()}
+                           for phase, by in report["phases"].items()})
     st.markdown(f"**By phase ({unit})**")
     st.dataframe(phases, width="stretch", key="fit:phases",  # three decimals, like the table above
                  column_config={phase: st.column_config.NumberColumn(format="%.3f") for phase in phases.columns})
