@@ -15,6 +15,7 @@ from explorer.page.url import config_query
 from explorer.runs.store import StoredRun
 from explorer.view.compare import differences
 from scenarios.base import ConfigError, Scenario
+from scenarios.claims import fmt
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def table(rows: list[RunRow], one_scenario: bool) -> pd.DataFrame:
         if one_scenario:
             record.update({name: number(row.headline.get(name)) for name in names})
         else:
-            record["headline"] = " · ".join(f"{k} {v:.4g}" for k, v in row.headline.items()
+            record["headline"] = " · ".join(f"{k} {fmt(v)}" for k, v in row.headline.items()  # as the pages write it
                                             if number(v) is not None)
         record.update({"code": "current" if row.current_code else "older", "run": row.run_id})
         records.append(record)
