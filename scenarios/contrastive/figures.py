@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from scenarios.claims import Computed
 from scenarios.explanation import Sentence, say
-from scenarios.plotting import category_color, full_width, layout
+from scenarios.plotting import full_width, layout, palette_color
 from scenarios.recorded import listed, percent, recorded, snapshot
 from scenarios.records import Records
 
@@ -57,7 +57,7 @@ def embeddings_figure(records: Records, arms: list[str], classes: int) -> go.Fig
             keep = [i for i, k in enumerate(point_class) if k == c]
             fig.add_scatter(x=[xs[i] for i in keep], y=[ys[i] for i in keep], mode="markers", name=f"class {c}",
                             legendgroup=f"class {c}", showlegend=col == 1, row=1, col=col,
-                            marker=dict(color=category_color(c), size=6, line=dict(width=0.5, color="#444")),
+                            marker=dict(color=palette_color(c), size=6, line=dict(width=0.5, color="#444")),
                             hovertemplate=f"{arm}<br>class {c}<br>PC1 %{{x:.2f}}, PC2 %{{y:.2f}}<extra></extra>")
     fig.update_layout(title="PCA of held-out embeddings (unit vectors; raw: the observations), coloured by latent class",
                       height=380, margin=dict(l=50, r=20, t=80, b=40), legend_title_text="latent class")
