@@ -80,7 +80,7 @@ def arm_names(config: Config) -> list[str]:
 
 class MemoryTricks(Scenario):
     id = "memory-tricks"
-    title = "Memory tricks: checkpointing, accumulation, checkpoints"
+    title = "Memory tricks: activation checkpointing, gradient accumulation, save and resume"
     order = 65
     topic = "Optimization"
     question = "What does backward keep from forward, and what do activation checkpointing, gradient accumulation and checkpoint files trade for it?"

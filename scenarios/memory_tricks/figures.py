@@ -5,7 +5,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from scenarios.plotting import category_color, curves_figure, layout
+from scenarios.plotting import category_color, curves_figure, layout, legend_line
 from scenarios.records import Records
 from scenarios.words import byte_size
 
@@ -45,11 +45,13 @@ def memory_figure(records: Records, layers: int) -> go.Figure:
         fig.add_scatter(x=k, y=predicted / 1024, mode="markers", name=f"{words}: model (k + n/k)·a" if i == 0 else f"{words}: model (k + 1)·a", marker=dict(
             color="black", symbol="x", size=7))
         full = none_value(records, metric)
-        if full is not None and i == 0:
-            fig.add_hline(y=full / 1024, line_dash="dot", line_color="gray", annotation_position="bottom right",
-                          annotation_text=f"no checkpointing: {byte_size(full)}")
-    fig.add_vline(x=math.sqrt(layers), line_dash="dash", annotation_text=f"k = √n = {math.sqrt(layers):.3g}",
-                  annotation_position="top left")
+        if full is not None and i == 0:  # named in the legend: on the line, the curve's end markers sat on its label
+            legend_line(fig, full / 1024, f"no checkpointing: {byte_size(full)}", dash="dot")
+    # the label placed by hand: plotly puts a vline's annotation at x in log units on a log axis (10^4 for k = 4),
+    # which stretched the axis far past the k run
+    fig.add_vline(x=math.sqrt(layers), line_dash="dash")
+    fig.add_annotation(x=math.log10(math.sqrt(layers)), y=1, yref="paper", text=f"k = √n = {math.sqrt(layers):.3g}",
+                       showarrow=False, xanchor="right", yanchor="top")
     segments_axis(fig, sweep(records, "saved_peak_bytes")[0])
     fig = layout(fig, f"Bytes saved for backward vs k (n = {layers} layers)",
                  "segments k", "KiB (parameters excluded)")
@@ -65,7 +67,8 @@ def time_figure(records: Records) -> go.Figure:
     if full is not None:
         fig.add_hline(y=full, line_dash="dot", annotation_text=f"no checkpointing: {full:.1f} ms")
     segments_axis(fig, k)
-    fig = layout(fig, "Step time vs k (median, measured here)", "segments k", "ms per step")
+    fig = layout(fig, "Step time vs k (median, measured here on a shared CPU: a few % either way is noise)",
+                 "segments k", "ms per step")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
