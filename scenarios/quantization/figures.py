@@ -88,10 +88,11 @@ def histogram_figure(records: Records, colors: dict[str, str], layer: int, bits:
             continue
         counts, edges = np.histogram(values, bins=bins)
         top = float(counts.max()) * 1.05
-        for index, (grid, color, width, label) in enumerate(grids[: col]):  # the whole layer: the per-tensor grid only
+        # the whole layer: the per-tensor grid only; the zoom draws it last, so its one level there (0) reads red
+        for index, (grid, color, width, label) in reversed(list(enumerate(grids[: col]))):
             levels = grid[(grid >= edges[0]) & (grid <= edges[-1])]
             fig.add_scatter(x=[v for level in levels for v in (level, level, None)],
-                            y=[v for _ in levels for v in (0, top, None)], mode="lines", name=label,
+                            y=[v for _ in levels for v in (0, top, None)], mode="lines", name=label, opacity=0.6,
                             line=dict(color=color, width=width), legendgroup=label,
                             showlegend=index == 1 or col == 1, row=1, col=col, hoverinfo="skip")
         fig.add_bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="rgba(80,80,80,0.75)",
