@@ -96,7 +96,7 @@ def signal_figure(records: Records, palette: dict[str, str], group: int) -> go.F
         add_curve(fig, records, arm, "zero_advantage_groups", f"{arm}: all G rewards equal", palette[arm], legendgroup=arm)
         add_curve(fig, records, arm, "all_wrong_groups", f"{arm}: all G wrong", palette[arm], dash="dot", legendgroup=arm)
     fig.update_yaxes(range=[0, 1.02])
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.28, x=0))
     return layout(fig, f"Groups that carried no signal (G = {group})", "policy update", "fraction of groups")
 
 
