@@ -286,8 +286,11 @@ def profile_figure(records: Records, colors: dict[str, str], prefix: str, *, tit
         picks = dict.fromkeys([steps[0], steps[len(steps) // 2], steps[-1]])  # first, middle, last
         for dash, step in zip(["solid", "dash", "dot"], picks):
             at = rows[rows["step"] == step].sort_values("layer")
-            fig.add_scatter(x=at["layer"], y=at["value"], name=f"{arm} · step {step}", mode="lines+markers",
-                            line=dict(color=colors.get(arm), dash=dash), legendgroup=str(arm),
+            name = f"{arm} · step {step}"
+            under = next((t.name for t in fig.data if list(t.x) == list(at["layer"]) and list(t.y) == list(at["value"])),
+                         None)  # an arm identical to an earlier one (two arms' step 0 from one init) is drawn over it
+            fig.add_scatter(x=at["layer"], y=at["value"], name=f"{name} (= {under})" if under else name,
+                            mode="lines+markers", line=dict(color=colors.get(arm), dash=dash), legendgroup=str(arm),
                             hovertemplate=f"{arm}<br>step {step}<br>layer %{{x}}<br>%{{y:.3g}}<extra></extra>")
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     return layout(fig, title, "layer (1 = next to the input)", y_title + (" (log scale)" if log_y else ""),
