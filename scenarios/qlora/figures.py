@@ -5,7 +5,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import UNIFORM_BYTE_BPB, category_color, curves_figure, layout
+from scenarios.plotting import UNIFORM_BYTE_BPB, category_color, curves_figure, full_width, layout
 from scenarios.records import Records
 
 PRE, FULL, LORA, QLORA = "pretraining", "full fine-tune", "LoRA, fp32 base", "QLoRA, NF4 base"  # engines.sequence.qlora
@@ -17,7 +17,7 @@ CATEGORIES = {"linear_weights": "block Linear weights", "constants": "quantizati
 BLOCKS = (32, 64, 128, 256)
 SOURCES = {"base": ("the base's weights", "solid"), "normal": ("N(0, 1) draws", "dash"), "uniform": ("uniform draws", "dot")}
 UNIFORM = f"uniform guess: {UNIFORM_BYTE_BPB:g} bits"  # in the legend: on the line its label ran over the axis title and curves
-PANELS = ("pretraining", "then each fine-tune, from pretraining's end")  # the prose chart's two panels
+PANELS = ("pretraining", "then each fine-tune, from its end")  # the prose chart's two panels
 CODES = {"nf4": ("NF4", "#1f77b4"), "int4": ("int4 absmax", "#d62728")}
 
 
@@ -171,5 +171,6 @@ def prose_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="bits per byte (prose)", row=1, col=1)
     fig.update_layout(title="Held-out loss on the prose: pretraining, then what each fine-tune keeps",
-                      margin=dict(l=60, r=20, t=70, b=50), legend_title_text="arm", hovermode="closest")
-    return fig
+                      margin=dict(l=60, r=20, t=70, b=50), legend_title_text="arm", hovermode="closest",
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return full_width(fig)  # two panels of steps: at half the page each was a strip under overlapping titles
