@@ -248,11 +248,9 @@ def curves_figure(records: Records, colors: dict[str, str], metric: str, *, titl
 def as_percent(fig: go.Figure) -> go.Figure:
     """A figure of shares (0 to 1) read in percent, as the page's sentences give them: ticks and hover
     (values unchanged, so exports and overlays keep the records' numbers)."""
-    fig.update_yaxes(tickformat=".0%")
-    for trace in fig.data:
-        if trace.hovertemplate:
-            trace.hovertemplate = trace.hovertemplate.replace("%{y:.4g}", "%{y:.1%}")
-    return fig
+    fig.for_each_trace(lambda t: t.update(hovertemplate=t.hovertemplate.replace("%{y:.4g}", "%{y:.1%}")),
+                       selector=lambda t: bool(t.hovertemplate))
+    return fig.update_yaxes(tickformat=".0%")
 
 
 def legend_line(fig: go.Figure, value: float, name: str, dash: str = "dash", hover: str | None = None) -> None:
@@ -297,15 +295,6 @@ def profile_figure(records: Records, colors: dict[str, str], prefix: str, *, tit
                   log_y=log_y)
 
 
-# --- legacy readers, until every scenario reads through `Records` ---------------------------
-def metric_series(frame, metric: str):
-    """Rows of one metric, sorted by arm then step."""
-    return frame[frame["metric"] == metric].sort_values(["arm", "step"])
-
-
-def layer_table(frame, prefix: str):
-    return Records(frame).layer_table(prefix)
-
-
+# --- a legacy reader, until the compare panel reads through `Records` ----------------------
 def arms_in_order(frame) -> list[str]:
     return Records(frame).arms()

@@ -64,8 +64,9 @@ def early_stopping_figure(records: Records, arms: list[str]) -> go.Figure:
             fig.add_bar(x=shown, y=[records.last(arm, f"{kind}/{metric}") for arm in shown], name=words,
                         marker_color=category_color(i), showlegend=col == 1, legendgroup=kind, row=1, col=col)
     for col, y_title in ((1, "cross-entropy (nats)"), (2, "accuracy")):
-        # the arms' names on two lines, level: slanted, the last ran under the next panel and into the axis title
-        fig.update_xaxes(tickvals=shown, ticktext=[wrapped(arm) for arm in shown], tickangle=0, row=1, col=col)
+        # the arms' names on two level lines: slanted, the last ran under the next panel and into the axis title
+        fig.update_xaxes(title_text="arm", tickvals=shown, ticktext=[wrapped(arm) for arm in shown], tickangle=0,
+                         row=1, col=col)
         fig.update_yaxes(title_text=y_title, row=1, col=col)
     fig.update_layout(barmode="group", title="Early stopping: final against restored weights (test set)",
                       margin=dict(l=60, r=20, t=70, b=50),  # the legend right of the bars: above them it ran into the title

@@ -152,9 +152,12 @@ def diagnostics_figure(records: Records, palette: dict[str, str], clip: float) -
     for arm in POLICIES:
         add_curve(fig, records, arm, "kl", f"{arm}: KL(π‖π_ref)", palette[arm], row=2, col=1)
     legend_by_panel(fig, "top: per PPO update", "bottom: from π_ref")
+    for trace in fig.data:  # KL is 0 at step 0 (π = π_ref): its ~1e-8 of rounding put the row on a log axis,
+        if trace.yaxis == "y2":  # where the growth from 1 to 6 nats was a flat line at the top
+            kept = [(x, y) for x, y in zip(trace.x, trace.y) if y > 1e-6]
+            trace.update(x=[x for x, _ in kept], y=[y for _, y in kept])
     fig = subplots_layout(fig, "PPO's clip fraction; KL from π_ref", ["per PPO update", "KL(π‖π_ref) (nats)"])
-    # KL from π_ref grows from 0 (~1e-8 at step 0): on a log axis that start would flatten the growth that matters
-    return fig.update_yaxes(type="linear", rangemode="tozero", row=2, col=1)
+    return fig.update_yaxes(rangemode="tozero", row=2, col=1)
 
 
 def policy_figure(records: Records, palette: dict[str, str], beta: float) -> go.Figure:
