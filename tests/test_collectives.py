@@ -232,3 +232,11 @@ def test_the_presets_say_the_sizes_they_run_and_ratios_carry_the_digits_they_hav
     assert shown == ["exactly its ring formula", "1.00× its ring formula", "2.00×", "exactly 2× S"], shown
     said = SCENARIO.explain(tiny_result("collectives").frame, SCENARIO.validate(SCENARIO.tiny)).markdown()
     assert not re.findall(r"\d\.\d{3}×", said), re.findall(r"\d\.\d{3}×", said)
+
+
+def test_the_dtensor_chart_names_each_colour_in_its_legend() -> None:
+    """A heatmap has no legend of its own: the grey, blue and orange cells each get an entry naming who holds them."""
+    from scenarios.collectives.figures import dtensor_figure
+    figure = dtensor_figure(Records(tiny_result("collectives").frame))
+    named = [trace.name for trace in figure.data if trace.type == "scatter" and trace.showlegend is not False]
+    assert named == ["rank 0", "rank 1", "every rank (replicated)"], named

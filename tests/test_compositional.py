@@ -12,6 +12,7 @@ from scenarios.compositional.figures import ADD_JUMP, JUMP_PLUS, LENGTH, RANDOM
 from scenarios.compositional.language import shape
 from scenarios.records import Records
 from tests.sentence_checks import explained_and_holding
+from tests.tiny_runs import tiny_frame
 
 SCENARIO = get_scenario("compositional")
 
@@ -124,3 +125,18 @@ def test_random_split_is_learned_and_add_jump_fails_at_the_jump_token(overrides)
     assert tokens["JUMP"] <= 0.1 and min(tokens[a] for a in ("WALK", "RUN", "LOOK")) >= 0.85, f"{overrides}: {tokens}"
     assert exact[JUMP_PLUS] >= exact[ADD_JUMP] + 0.3, f"{overrides}: with compositions {exact[JUMP_PLUS]:.3f}"
     assert exact[LENGTH] <= 0.2, f"{overrides}: length split {exact[LENGTH]:.3f}"
+
+
+def test_add_jumps_line_shows_where_it_lies_on_the_length_splits() -> None:
+    """Both sit at 0% exactly right and add jump (the result) was hidden under the length split: it is drawn first
+    and widest, and every test line has its own markers; the bars' numbers are turned to stay in their own column."""
+    from scenarios.compositional.figures import ARMS
+    frame = tiny_frame("compositional")
+    figures = SCENARIO.figures(frame, SCENARIO.validate(SCENARIO.tiny))
+    tests = [trace for trace in figures["exact"].data if trace.showlegend is not False]
+    assert tests[0].name == ADD_JUMP and tests[0].line.width > max(t.line.width for t in tests[1:]), \
+        [(t.name, t.line.width) for t in tests]
+    assert len({t.marker.symbol for t in tests}) == len(ARMS) and all("markers" in t.mode for t in tests), \
+        [(t.name, t.mode, t.marker.symbol) for t in tests]
+    labelled = [bar for bar in figures["actions"].data if bar.texttemplate]
+    assert labelled and all(bar.textangle == -90 for bar in labelled), [(b.name, b.textangle) for b in labelled]

@@ -150,3 +150,28 @@ def test_records_use_trl_names_and_repeat_exactly() -> None:
     for name in ("loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "kl", "true_reward"):
         assert name in names, f"missing {name}"
     assert first.frame.equals(second.frame), "two runs of one config differ"
+
+
+def test_a_spiking_arm_is_drawn_off_the_top_with_its_peak_named_and_log_2_is_a_legend_entry() -> None:
+    """Sequence β=5 spiked to 1.02 and squashed nine curves into 0.67-0.70, where the log 2 label sat on them: the
+    range follows the other curves and log 2, the spiking arm's legend says its peak; without a spike, no range."""
+    import pandas as pd
+    from scenarios.dpo_beta.figures import follow_bulk
+    from scenarios.plotting import curves_figure
+    from scenarios.records import Records
+    bulk = {f"β={b}": [LOG2, 0.69, 0.68, 0.675] for b in (0.05, 0.1, 0.5, 1)}
+    for curves, spiking in ((bulk, False), ({**bulk, "β=5": [LOG2, 1.02, 0.8, 0.7]}, True)):
+        records = Records(pd.DataFrame([(arm, step, "loss", value) for arm, values in curves.items()
+                                        for step, value in enumerate(values)], columns=["arm", "step", "metric", "value"]))
+        figure = curves_figure(records, {}, "loss", arms=list(curves), chance=LOG2, chance_label="log 2 (π = π_ref)",
+                               chance_in_legend=True, title="", y_title="loss")
+        figure = follow_bulk(figure, records, list(curves), "loss", LOG2)
+        names = [trace.name for trace in figure.data]
+        assert not figure.layout.annotations or spiking, [note.text for note in figure.layout.annotations]
+        if spiking:
+            low, high = figure.layout.yaxis.range
+            assert low < 0.675 and LOG2 < high < 0.8, f"y range {low:.3f} to {high:.3f}"
+            assert "β=5 (▲ peak 1.02)" in names and len(figure.layout.annotations) == 1, names
+        else:
+            assert figure.layout.yaxis.range is None, figure.layout.yaxis.range
+        assert any("log 2" in str(name) for name in names), names

@@ -246,3 +246,14 @@ def test_the_stages_sentence_says_which_model_each_of_its_two_close_numbers_meas
     before = f"to {last.iloc[-1]:#.3g} bits per byte (at its last log, taken before its last update)"
     after = f"the prose's from {first.iloc[0]:#.3g} (the pretrained LM after that last update)"
     assert before in text and after in text, f"{last.iloc[-1]:.4f} and {first.iloc[0]:.4f} not said as such in: {text}"
+
+
+def test_every_instruction_bar_says_its_value_and_the_sft_legend_clears_its_axis_titles() -> None:
+    """Before SFT the bars are mostly 0%, and a bar of height 0 draws nothing: each bar carries its number. The SFT
+    legend 0.2 of the plot's height below it touched the "SFT step" titles."""
+    _, figures, _ = tiny_page()
+    bars = figures["instructions"].data
+    assert bars and all(bar.texttemplate == "%{y:.0%}" and bar.textposition == "outside" for bar in bars), \
+        [(bar.name, bar.texttemplate, bar.textposition) for bar in bars]
+    legend = figures["sft"].layout.legend
+    assert legend.y <= -0.3, f"SFT legend at y={legend.y}"

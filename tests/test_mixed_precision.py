@@ -151,3 +151,18 @@ def test_the_page_says_what_the_default_run_shows() -> None:
     explanation = SCENARIO.explain(result.frame, SCENARIO.validate({"steps": 20}))
     assert "2^-25" in explanation.markdown() and "2^-11" in explanation.markdown(), explanation.markdown()
     assert all(claim.holds(records) for claim in explanation.claims())
+
+
+def test_the_subnormal_label_sits_where_no_curve_runs_and_coinciding_formats_both_show() -> None:
+    """"2⁻¹⁴: fp16 subnormals below" sat at the bottom, on float16's curve: at the top, where every error right of
+    2⁻¹⁴ stays below 2⁻⁸. float16 and bfloat16 both leave the weight at 1.0: float16 wide beneath, bfloat16 dashed."""
+    from tests.tiny_runs import tiny_frame
+    frame = tiny_frame("mixed-precision")
+    figures = SCENARIO.figures(frame, SCENARIO.validate(SCENARIO.tiny))
+    note = next(n for n in figures["underflow"].layout.annotations if str(n.text).startswith("2⁻¹⁴"))
+    assert note.y == 1 and note.yanchor == "top", (note.y, note.yanchor)
+    right = [y for trace in figures["underflow"].data for x, y in zip(trace.x, trace.y) if x > -14]
+    assert right and max(right) < 2 ** -8, f"an error of {max(right):.3g} right of 2⁻¹⁴ would reach the label"
+    lines = {trace.name: trace.line for trace in figures["accumulation"].data}
+    fp16, bf16 = lines["float16"], lines["bfloat16"]
+    assert fp16.width > bf16.width and bf16.dash == "dash", (fp16, bf16)

@@ -155,3 +155,14 @@ def test_a_legend_below_starts_clear_of_the_x_axis_title(name) -> None:
     gap_px = -legend.y * plot_px - X_TITLE_PX
     assert legend.orientation == "h" and legend.yanchor == "top" and gap_px >= 20, \
         f"{name}: legend at y = {legend.y} ({legend.yanchor}), {entries} entries, height {height}: {gap_px:.0f} px below the title"
+
+
+def test_chart_text_has_no_raw_subscripts() -> None:
+    """"α_θ" and "E_x[Σ_k π(k|x)·μ_k(x)]" were drawn as typed: arm names, legends, titles and axis titles hold no
+    underscore."""
+    from tests.tiny_runs import tiny_frame
+    figures = SCENARIO.figures(tiny_frame("reinforce"), SCENARIO.validate(SCENARIO.tiny))
+    texts = [str(t) for figure in figures.values() for t in (
+        figure.layout.title.text, figure.layout.xaxis.title.text, figure.layout.yaxis.title.text,
+        *(trace.name for trace in figure.data))]
+    assert not [t for t in texts if "_" in t], [t for t in texts if "_" in t]

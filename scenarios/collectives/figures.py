@@ -20,6 +20,7 @@ from scenarios.words import MIB
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "scatter", "all-to-all")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross")  # one per op of OPS
+OWNER_GREY = "#bdbdbd"  # a DTensor's element that every rank holds (replicated)
 
 
 # --- readers (figures and claims share them) ------------------------------------------------
@@ -192,18 +193,25 @@ def dtensor_figure(records: Records) -> go.Figure:
     fig = make_subplots(rows=1, cols=len(TRANSITIONS), horizontal_spacing=0.04,
                         subplot_titles=[transition_title(records, i) for i in range(len(TRANSITIONS))])
     shape = (records.first("DTensor", "rows"), records.first("DTensor", "cols"))
+    held: set[int] = set()
     for index in range(len(TRANSITIONS)):
         owners = owner_grid(records, index, shape)
         if owners is None:
             continue
+        held |= {r for row in owners for r in row}
         fig.add_heatmap(z=owners, colorscale=rank_scale(len(ranks(records, "DTensor"))), zmin=-1,
                         zmax=max(0, len(ranks(records, "DTensor")) - 1), showscale=False, xgap=1, ygap=1, row=1, col=index + 1,
                         hovertemplate="row %{y}, column %{x}<br>held by rank %{z} (−1: every rank)<extra></extra>")
         fig.update_yaxes(autorange="reversed", row=1, col=index + 1)
+    # a heatmap has no legend of its own: one square per colour on the panels, named by the rank it stands for
+    for r in sorted(held, key=lambda r: (r < 0, r)):
+        fig.add_scatter(x=[None], y=[None], mode="markers", name="every rank (replicated)" if r < 0 else f"rank {r}",
+                        marker=dict(symbol="square", size=14, color=OWNER_GREY if r < 0 else category_color(r)),
+                        hoverinfo="skip", row=1, col=1)
     fig.update_xaxes(title_text="column")
     fig.update_yaxes(title_text="row", row=1, col=1)
-    fig.update_layout(title="A DTensor's placement: which rank holds each element (grey: every rank)",
-                      margin=dict(l=40, r=20, t=90, b=40))
+    fig.update_layout(title="A DTensor's placement: which rank holds each element", margin=dict(l=40, r=20, t=90, b=80),
+                      legend=dict(title_text="held by", orientation="h", yanchor="top", y=-0.15, x=0))
     return full_width(fig)
 
 
@@ -233,7 +241,7 @@ def owner_grid(records: Records, index: int, shape) -> list[list[int]] | None:
 
 
 def rank_scale(n: int) -> list[list]:
-    colors = ["#bdbdbd"] + [category_color(r) for r in range(max(n, 1))]
+    colors = [OWNER_GREY] + [category_color(r) for r in range(max(n, 1))]
     stops = np.linspace(0, 1, len(colors) + 1)
     return [[float(s), c] for i, c in enumerate(colors) for s in (stops[i], stops[i + 1])]
 

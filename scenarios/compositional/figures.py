@@ -9,14 +9,23 @@ RANDOM, ADD_JUMP, JUMP_PLUS, LENGTH = "random split", "add jump", "add jump + co
 ARMS = [RANDOM, ADD_JUMP, JUMP_PLUS, LENGTH]
 CONSTRUCTIONS = ("bare", "direction", "opposite", "twice", "thrice", "and", "after")  # engines.sequence.scan's, no "around"
 ACTIONS = ("JUMP", "WALK", "RUN", "LOOK", "LTURN", "RTURN", "eos")
+SYMBOLS = ("circle", "square", "diamond", "x")  # one per arm of ARMS, on the test lines
 
 
 def exact_figure(records: Records, colors: dict[str, str]) -> go.Figure:
     """Solid: the test commands exactly right (a seeded sample, every test command at the last log);
     dotted: the training commands (a seeded sample)."""
     fig = go.Figure()
-    for arm in ARMS:
-        add_curve(fig, records, arm, "test_exact", arm, colors[arm], label=f"{arm}, test", legendgroup=arm)
+    # add jump (the result) and the length split both sit near 0: add jump is drawn first and wide, each test
+    # line has its own markers, so a line on top of another still shows both
+    for arm in [ADD_JUMP] + [arm for arm in ARMS if arm != ADD_JUMP]:
+        drawn = len(fig.data)
+        add_curve(fig, records, arm, "test_exact", arm, colors[arm], label=f"{arm}, test", legendgroup=arm,
+                  legendrank=ARMS.index(arm))
+        for trace in fig.data[drawn:]:
+            wide = arm == ADD_JUMP
+            trace.update(mode="lines+markers", line_width=6 if wide else 2,
+                         marker=dict(symbol=SYMBOLS[ARMS.index(arm)], size=12 if wide else 7))
         add_curve(fig, records, arm, "train_exact", f"{arm} (train)", colors[arm], dash="dot", legendgroup=arm,
                   showlegend=False, label=f"{arm}, training commands")
     for trace in fig.data:
@@ -43,9 +52,12 @@ def bars_figure(records: Records, colors: dict[str, str], prefix: str, names: tu
     for arm, values in found.items():
         labelled = not crowded or arm == ADD_JUMP
         name = f"{arm} (the numbers on the bars)" if crowded and labelled else arm
+        # upright, a number is wider than a narrow bar and sat on its neighbours: turned, it stays in its own
+        # column, inside the bar's top where it fits, above a short bar
         fig.add_bar(x=list(values), y=[100 * v for v in values.values()], name=name, marker_color=colors[arm],
-                    texttemplate="%{y:.0f}" if labelled else None, textposition="outside", textfont_size=10,
-                    cliponaxis=False, hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
+                    texttemplate="%{y:.0f}" if labelled else None, textposition="auto", textangle=-90,
+                    insidetextanchor="end", textfont_size=10, cliponaxis=False,
+                    hovertemplate=f"{arm}<br>%{{x}}: %{{y:.1f}}%<extra></extra>")
     fig.update_yaxes(range=[0, 110])
     layout(fig, title, x_title, y_title)
     fig.update_layout(barmode="group", legend=dict(title_text="", orientation="h", yanchor="top", y=-0.28, x=0),

@@ -18,6 +18,7 @@ from scenarios.words import MIB
 CATEGORY_COLORS = {c: category_color(i) for i, c in enumerate(CATEGORIES + ALLOCATOR)}
 PHASES = ["after forward", "after backward", "after optimizer step", "peak"]
 STAGES = (("ddp", "DDP"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3 / FSDP"))
+PRECISION_WORDS = {"mixed (bf16 + fp32 Adam)": "mixed precision: bf16 weights and grads, fp32 Adam", "fp32 Adam": "fp32 weights, grads and Adam"}
 
 
 def top_world(summary: dict) -> int:
@@ -69,32 +70,41 @@ def bars_figure(records: Records, summary: dict) -> go.Figure:
 
 
 def vs_world_figure(summary: dict, colors: dict[str, str]) -> go.Figure:
-    """Per strategy, in the colour of its largest-N arm: measured and modelled model state against N."""
+    """Per strategy, in the colour of its largest-N arm: measured model state against N, and the model (grey ◇)."""
     fig = go.Figure()
     by_strategy: dict[str, list] = {}
     for arm, a in summary["arms"].items():
         by_strategy.setdefault(a["strategy"], []).append((arm, a))
-    for strategy, pairs in by_strategy.items():
-        pairs.sort(key=lambda pair: pair[1]["world_size"])
-        items = [a for _, a in pairs]
-        color = colors.get(pairs[-1][0])
-        n = [a["world_size"] for a in items]
+    for wider, (strategy, pairs) in zip(range(len(by_strategy) - 1, -1, -1), by_strategy.items()):
+        items = [a for _, a in sorted(pairs, key=lambda pair: pair[1]["world_size"])]
+        n, largest = [a["world_size"] for a in items], max(pairs, key=lambda pair: pair[1]["world_size"])[0]
+        # FSDP's stages hold the same state between steps: earlier strategies wider, so a line on another shows both
         fig.add_scatter(x=n, y=[a["measured_state_bytes"] / MIB for a in items], name=f"{strategy} measured",
-                        mode="lines+markers", line=dict(color=color),
-                        hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
-        fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / MIB for a in items], name=f"{strategy} model",
-                        mode="lines", line=dict(color=color, dash="dash"), hoverinfo="skip")
+                        mode="lines+markers", line=dict(color=colors.get(largest), width=1.5 + 3 * wider),
+                        marker=dict(size=6 + 3 * wider), hovertemplate=f"{strategy}<br>N=%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
+        # grey rings: a dashed line in the strategy's colour vanished into the measured line it matches
+        fig.add_scatter(x=n, y=[a["estimated_state_bytes"] / MIB for a in items], name="model (ZeRO's formula)",
+                        mode="markers", legendgroup="model", showlegend=wider == 0, legendrank=1001,  # last
+                        marker=dict(symbol="diamond-open", size=20, color="dimgray", line_width=2),
+                        hovertemplate=f"{strategy}, model<br>N=%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
     fig.update_xaxes(dtick=1)
-    return layout(fig, "Model state per rank vs world size", "world size N (ranks)",
+    return layout(fig, "Model state per rank vs world size (◇: the model)", "world size N (ranks)",
                   "params + grads + Adam on rank 0 (MiB)")
 
 
 def phases_figure(records: Records, summary: dict, colors: dict[str, str]) -> go.Figure:
+    """Rank 0's tracked bytes per phase. DDP holds the same on every N and FSDP's stages meet after backward, so
+    the largest N is solid beneath (earlier strategies wider), smaller N thin on top, a dash per strategy."""
     fig = go.Figure()
-    for arm in summary["arms"]:
-        values = arm_values(records, arm)
+    top, order = top_world(summary), list(summary["arms"])
+    strategies = list(dict.fromkeys(a["strategy"] for a in summary["arms"].values()))
+    for arm in sorted(order, key=lambda arm: -summary["arms"][arm]["world_size"]):  # stable: keeps strategy order
+        values, a = arm_values(records, arm), summary["arms"][arm]
+        i, smaller = strategies.index(a["strategy"]), a["world_size"] < top
         totals = [sum(values.get(f"rank_0/{p}/{c}", 0.0) for c in CATEGORIES) / MIB for p in PHASES]
-        fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", line=dict(color=colors.get(arm)),
+        line = dict(width=2, dash=("dash", "dot", "dashdot", "longdash")[i % 4]) if smaller else dict(width=max(2, 7 - 2.5 * i))
+        fig.add_scatter(x=PHASES, y=totals, name=arm, mode="lines+markers", legendrank=order.index(arm),
+                        line=dict(color=colors.get(arm), **line), marker=dict(size=6 if smaller else max(7, 13 - 3 * i)),
                         hovertemplate=f"{arm}<br>%{{x}}<br>%{{y:.3f}} MiB<extra></extra>")
     return layout(fig, "Rank 0's memory at the phases of step 1", "phase of step 1", "tracked bytes (MiB)")
 
@@ -120,5 +130,6 @@ def what_if_figure(config, summary: dict) -> go.Figure:
     fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0.01, y=0.02, showarrow=False,
                        xanchor="left", yanchor="bottom", align="left", font=dict(size=11))
     fig.update_xaxes(type="log")
-    return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {config.whatif_precision.split(' (')[0]}",
-                  "devices N (log scale)", "model state per device (GB, log scale)", log_y=True)
+    words = f"{PRECISION_WORDS[config.whatif_precision]} ({bpp.params:g} + {bpp.grads:g} + {bpp.optimizer:g} bytes per parameter)"
+    return layout(fig, f"What if: {config.whatif_params_billion:g}B parameters, {words}", "devices N (log scale)",
+                  "model state per device (GB, log scale)", log_y=True).update_layout(legend_title_text="ZeRO stage")

@@ -85,5 +85,7 @@ def precision_figure(records: Records, summary: dict) -> go.Figure:
             fig.add_bar(x=arms, y=sizes, name=label, marker_color=category_color(i),
                         hovertemplate=f"%{{x}}<br>{label}: %{{y:.0f}} bytes per value<extra></extra>")
     fig.update_layout(barmode="group")
-    return layout(fig, "Bytes per value: what the forward computes in, and what the optimizer keeps", "arm",
+    sizes = {size for trace in fig.data for size in trace.y if size is not None}  # alike (all fp32): say what differs
+    same = f" (all {sizes.pop():g} here: strategies with fsdp-zero3-bf16 add an arm computing in bf16)" if len(sizes) == 1 else ""
+    return layout(fig, "Bytes per value: what the forward computes in, and what the optimizer keeps" + same, "arm",
                   "bytes per value (4: fp32, 2: bf16)").update_layout(legend_title_text="tensor")

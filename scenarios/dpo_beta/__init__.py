@@ -248,7 +248,10 @@ class DpoBeta(Scenario):
             arms = [arm_of(level, b) for level in levels for b in betas]
             figure = curves_figure(records, {arm_of(level, b): colors[beta_label(b)] for level in levels for b in betas},
                                    "loss", arms=arms, chance=LOG2, chance_label="log 2 (π = π_ref)", y_title="loss (nats)",
-                                   title="DPO loss" + (" (tabular solid, sequence dotted)" if len(levels) > 1 else ""))
-            return figure.for_each_trace(lambda t: t.update(line_dash="dot") if t.name.startswith("sequence") else None)
+                                   title="DPO loss" + (" (tabular solid, sequence dotted)" if len(levels) > 1 else ""),
+                                   chance_in_legend=True)  # on the line, its label sat on the curves that start there
+            figure.for_each_trace(lambda t: t.update(line_dash="dot") if t.name.startswith("sequence") else None)
+            figure.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))  # the plot keeps the width
+            return look.follow_bulk(figure, records, arms, "loss", LOG2)
         figures["loss"] = loss
         return Figures(figures)

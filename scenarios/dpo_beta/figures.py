@@ -3,6 +3,7 @@ policy against π*, and per-step log-probabilities and implicit-reward margins p
 pairs' true Bradley–Terry gap). Everything reads the frame through `Records`."""
 import math
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -11,6 +12,7 @@ from scenarios.plotting import add_curve, layout
 from scenarios.records import Records
 
 LOG2 = math.log(2)  # the DPO loss at π = π_ref, drawn as a reference line
+FAR_ABOVE = 2.0  # an arm peaking more than this many of the other curves' spans above their top is drawn off the top
 
 
 def arm_of(level: str, beta: float) -> str:
@@ -138,3 +140,30 @@ def arm_summary(records: Records, arm: str) -> dict:
     return {"last_step": records.last_step(arm, "loss"), "max_loss": float(losses.max()) if len(losses) else None,
             "diverged_at": records.diverged_at(arm), **{key: records.last(arm, m) for key, m in LAST.items()},
             **{key: records.first(arm, m) for key, m in FIRST.items()}}
+
+
+def follow_bulk(fig: go.Figure, records: Records, arms: list[str], metric: str, reference: float) -> go.Figure:
+    """Fit the y range to most curves and `reference` when a few arms (at most half) peak far above them: one
+    spike would squash the rest into a sliver. Each arm left off the top says its peak in the legend and a ▲
+    marks the step; its hover keeps every value."""
+    values = {arm: v[np.isfinite(v)] for arm in arms if len(v := records.values(arm, metric))}
+    values = {arm: v for arm, v in values.items() if len(v)}
+    if len(values) < 3 or fig.layout.yaxis.type == "log":
+        return fig
+    order = sorted(values, key=lambda arm: values[arm].max(), reverse=True)
+    for k in range(1, len(order) // 2 + 1):
+        rest = np.concatenate([values[arm] for arm in order[k:]] + [[reference]])
+        top, span = float(rest.max()), float(rest.max() - rest.min())
+        if span > 0 and values[order[k - 1]].max() > top + FAR_ABOVE * span:
+            break
+    else:
+        return fig
+    fig.update_yaxes(range=[float(rest.min()) - 0.08 * span, top + 0.08 * span])
+    for arm in order[:k]:
+        series, peak = records.series(arm, metric), float(values[arm].max())  # finite: a diverged arm's inf is not a peak
+        step = int(series.index[series.to_numpy() == peak][0])
+        color = next(trace.line.color for trace in fig.data if trace.name == arm)
+        fig.update_traces(name=f"{arm} (▲ peak {peak:.3g})", selector=dict(name=arm))
+        fig.add_annotation(x=step, y=1, yref="paper", yanchor="bottom", text="▲", showarrow=False,
+                           font=dict(color=color, size=12), hovertext=f"{arm}: peak {peak:.4g} at step {step}, above the range drawn")
+    return fig

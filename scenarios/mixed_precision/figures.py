@@ -88,7 +88,8 @@ def underflow_figure(records: Records) -> go.Figure:
                             line=dict(color=format_color(name), width=3),
                             hovertemplate=f"{FORMAT_NAMES[name]}<br>x = 2^%{{x}}<br>|round(x) − x|/x %{{y:.3g}}<extra></extra>")
     fig.add_vline(x=-24, line_dash="dash", annotation_text="2⁻²⁴")
-    fig.add_vline(x=-14, line_dash="dot", annotation_text="2⁻¹⁴: fp16 subnormals below", annotation_position="bottom right")
+    # at the top: right of 2⁻¹⁴ both formats' errors are below 2⁻⁸, so no curve comes near 1 there
+    fig.add_vline(x=-14, line_dash="dot", annotation_text="2⁻¹⁴: fp16 subnormals below", annotation_position="top right")
     return formats_legend(layout(fig, "Relative rounding error of x (1: x became 0)",
                                  "log2 x (bins of ¼)", "|round(x) − x| / x", log_y=True))
 
@@ -110,14 +111,18 @@ def rounding_figure(records: Records) -> go.Figure:
 
 def sum_figure(records: Records) -> go.Figure:
     fig = go.Figure()
+    # float16 and bfloat16 both round 1 + 1e-4 back to 1, so their lines coincide: float16 wide beneath,
+    # bfloat16 dashed on top shows both
+    styles = {"fp16": dict(width=7), "bf16": dict(width=3, dash="dash"), "fp32": dict(width=3)}
     for name in FORMATS:
         values, updates = records.values(SUM, f"weight/{name}"), records.values(SUM, "updates")
         if len(values) and len(values) == len(updates):
             label = FORMAT_NAMES[name] + (" (a master copy)" if name == "fp32" else "")
             fig.add_scatter(x=updates, y=values, mode="lines", name=label,
-                            line=dict(color=format_color(name), width=6 - 1.5 * FORMATS.index(name)))
+                            line=dict(color=format_color(name), **styles[name]))
+    # top left: the float32 line reaches 2 at the right end, through a label there
     fig.add_hline(y=2.0, line_dash="dash", line_color="gray", annotation_text="1 + 10⁴·10⁻⁴ = 2",
-                  annotation_position="bottom right")
+                  annotation_position="top left")
     return formats_legend(layout(fig, "A weight of 1.0 after n updates of +1e-4", "updates so far",
                                  "weight"))
 

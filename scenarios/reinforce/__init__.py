@@ -4,9 +4,9 @@
 S2, then the goal; −1 a step. The policy sees the same features everywhere, so it is one number,
 p = P(right). For each p the values solve a 3×3 Bellman system; the page solves it on a grid of p
 and refines the best by golden section: p* = 2 − √2 ≈ 0.586 and v*(S) = −(6 + 4√2) ≈ −11.66,
-drawn as the limits. REINFORCE (Williams 1992) runs an episode and steps θ by α_θ·Σ_t G_t·∇log π(A_t),
-the gradient taken by autograd; with a baseline, G_t − v̂(S_t), v̂ a table learned by its own step
-size α_w. Three arms: no baseline at a small step (Sutton & Barto's 2⁻¹³), the baseline at a larger
+drawn as the limits. REINFORCE (Williams 1992) runs an episode and steps θ by α·Σₜ Gₜ·∇log π(Aₜ)
+(α: the policy's step size), the gradient taken by autograd; with a baseline, Gₜ − v̂(Sₜ), v̂ a table
+learned by its own step size. Three arms: no baseline at a small step (Sutton & Barto's 2⁻¹³), the baseline at a larger
 one (their 2⁻⁹), and no baseline at that larger step, so the step size and the baseline are told apart.
 The variance of the per-episode gradient is measured at the baseline arm's own θ, with and without
 its v̂, on fresh episodes at each log (32; fewer in runs under 1600 episodes). "Converged" is said of an arm whose last quarter of episodes
@@ -38,13 +38,13 @@ VARIANCE_EPISODES = 32  # fresh episodes per log for the gradient variance at th
 class Config(ScenarioConfig):
     episodes: int = Field(2000, ge=200, le=20000, description="Corridor episodes per arm (one update each).")
     lr_plain: float = Field(2 ** -13, ge=1e-5, le=2 ** -6, json_schema_extra={"scale": "log"},
-                            description="α_θ of REINFORCE without a baseline (Sutton & Barto: 2⁻¹³ ≈ 1.2×10⁻⁴).")
+                            description="Policy step size α of REINFORCE without a baseline (Sutton & Barto: 2⁻¹³ ≈ 1.2×10⁻⁴).")
     lr_policy: float = Field(2 ** -9, ge=1e-5, le=2 ** -6, json_schema_extra={"scale": "log"},
-                             description="α_θ of REINFORCE with the baseline (Sutton & Barto: 2⁻⁹ ≈ 2×10⁻³); the "
+                             description="Policy step size α of REINFORCE with the baseline (Sutton & Barto: 2⁻⁹ ≈ 2×10⁻³); the "
                                          "third arm runs without a baseline at this step.")
     lr_value: float = Field(2 ** -6, ge=1e-3, le=0.5, json_schema_extra={"scale": "log"},
-                            description="α_w: the baseline table's step size, v̂(S_t) += α_w·(G_t − v̂(S_t)) "
-                                        "(Sutton & Barto: 2⁻⁶).")
+                            description="The baseline table's step size: each visited v̂(Sₜ) moves this share of the way to the "
+                                        "return Gₜ (Sutton & Barto: 2⁻⁶).")
     init_right: float = Field(0.05, ge=0.01, le=0.99, description="P(right) of the initial policy "
                               "(0.05: nearly always left, v(S) ≈ −82).")
     bandit_actions: int = Field(4, ge=2, le=8, description="K: the bandit's actions; each owns two opposite "
@@ -71,11 +71,11 @@ class Reinforce(Scenario):
                              how="the per-episode policy-gradient estimate's variance, with and without the baseline, "
                                  "at the same θ"),
         "Autograd": shown_by("policy", "p_right", arm=CORRIDOR_PLAIN,
-                             how="∇log π(A_t) of every step comes from autograd on −Σ G_t·log π(A_t)"),
+                             how="∇log π(Aₜ) of every step comes from autograd on −Σ Gₜ·log π(Aₜ)"),
         "Softmax": shown_by("policy", "p_right", arm=CORRIDOR_PLAIN,
                             how="P(right) = softmax(θ_right, θ_left)[right]; the bandit's policies are softmaxes too"),
         "Learning rate": shown_by("steps_to_goal", "window/v_start", arm=CORRIDOR_FAST,
-                                  how="the same estimator at α_θ = 2⁻¹³ and 2⁻⁹, with and without the baseline"),
+                                  how="the same estimator at policy step sizes 2⁻¹³ and 2⁻⁹, with and without the baseline"),
         "Batch size": shown_by("bandit", "expected_reward", arm=BANDIT_BASE,
                                how="each bandit update averages the estimator over a batch of rounds"),
         "ReLU": shown_by("bandit", "expected_reward", arm=BANDIT_PLAIN,
@@ -92,7 +92,7 @@ class Reinforce(Scenario):
     presets = {
         "one step size for all three (2⁻⁹)": {"lr_plain": 2 ** -9},
         "start near the optimum (P(right) = 0.5)": {"init_right": 0.5},
-        "a slow baseline (α_w = 2⁻⁹)": {"lr_value": 2 ** -9},
+        "a slow baseline (its step size 2⁻⁹)": {"lr_value": 2 ** -9},
         "two bandit actions (an XOR)": {"bandit_actions": 2},
     }
     # s per unit on the 2-core machine (bench/estimates.py, 2026-12-05, rates_reference beside them):

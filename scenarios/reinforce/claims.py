@@ -74,13 +74,13 @@ def reached_sentence(records: Records) -> Sentence | None:
 
 
 def matched_sentence(records: Records, episodes: int) -> Sentence | None:
-    """The baseline arm against the arm without one at the same α_θ: whose last quarter sat closer to v*."""
+    """The baseline arm against the arm without one at the same policy step size: whose last quarter sat closer to v*."""
     based, bare = (last_quarter(records, CORRIDOR_BASE, "window/v_start", episodes),
                    last_quarter(records, CORRIDOR_FAST, "window/v_start", episodes))
     if based is None or bare is None or based == bare:
         return None
     words = "closer to" if based > bare else "further from"
-    return say("At the same α_θ, the learned baseline's last quarter sat " + words + " the optimum: mean v(S) {} with "
+    return say("At the same policy step size, the learned baseline's last quarter sat " + words + " the optimum: mean v(S) {} with "
                "it, {} without", *(Computed("{}", v, lambda r, a=arm: last_quarter(r, a, "window/v_start", episodes),
                                              shown=f"{v:.2f}") for v, arm in ((based, CORRIDOR_BASE), (bare, CORRIDOR_FAST))))
 

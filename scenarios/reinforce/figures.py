@@ -6,8 +6,10 @@ import plotly.graph_objects as go
 from scenarios.plotting import layout, legend_line
 from scenarios.records import Records
 
-CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST = ("corridor: no baseline, small α_θ", "corridor: learned baseline",
-                                                "corridor: no baseline, the baseline arm's α_θ")
+# the third arm is the second without its baseline: the same policy step size, so the two tell the baseline's
+# effect apart from the step's
+CORRIDOR_PLAIN, CORRIDOR_BASE, CORRIDOR_FAST = ("corridor: no baseline", "corridor: learned baseline",
+                                                "corridor: no baseline, same policy step size as learned baseline")
 BANDIT_PLAIN, BANDIT_BASE, BANDIT_LINEAR = "bandit: MLP, no baseline", "bandit: MLP + baseline", "bandit: linear + baseline"
 EXACT = "exact (Bellman)"
 LEGEND_Y = -0.3  # a legend below starts this far under the plot (a fraction of its height)
@@ -72,7 +74,7 @@ def bellman_figure(records: Records, colors: dict[str, str], episodes: int) -> g
     from scenarios.reinforce.claims import last_quarter
     fig = go.Figure()
     p, v = records.series(EXACT, "curve/p"), records.series(EXACT, "curve/v_start")
-    fig.add_scatter(x=p.to_numpy(), y=-v.to_numpy(), name="−v_p(S), solved", mode="lines", line=dict(color="gray"),
+    fig.add_scatter(x=p.to_numpy(), y=-v.to_numpy(), name="−vₚ(S), solved", mode="lines", line=dict(color="gray"),
                     hovertemplate="P(right) %{x:.2f}<br>−v(S) = %{y:.2f} steps<extra></extra>")
     p_star, v_star = limits(records)
     if p_star is not None:
@@ -108,7 +110,7 @@ def bandit_figure(records: Records, colors: dict[str, str]) -> go.Figure:
                         hovertemplate=f"{arm}<br>update %{{x}}<br>expected reward %{{y:.3f}}<extra></extra>")
     best, uniform = records.first(EXACT, "bandit/optimum"), records.first(EXACT, "bandit/uniform")
     if best is not None:  # named in the legend: a curve rising to the optimum ran through a label on its line
-        legend_line(fig, best, f"optimum E[max_k μ_k(x)] = {best:.3f} (exact)")
+        legend_line(fig, best, f"optimum Eₓ[maxₖ μₖ(x)] = {best:.3f} (exact)")
         legend_line(fig, uniform, f"uniform policy = {uniform:.3f}", dash="dot")
     return below(layout(fig, "Bandit: exact expected reward of each policy over the context set", "update",
-                        "expected reward E_x[Σ_k π(k|x)·μ_k(x)]"))
+                        "expected reward Eₓ[Σₖ π(k|x)·μₖ(x)]"))
