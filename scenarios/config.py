@@ -72,6 +72,8 @@ def field_spec(info) -> dict[str, Any]:
     """The facts about one pydantic field that the edges need."""
     spec: dict[str, Any] = {"default": info.default, "description": info.description or "",
                             "view": is_view_field(info), "title": info.title}  # title: the page's label, where the name is terse
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    spec["used_when"] = extra.get("used_when")  # {field: [values]}: the field does nothing otherwise
     annotation = info.annotation
     if typing.get_origin(annotation) is typing.Literal:
         spec.update(kind="choice", choices=list(typing.get_args(annotation)))
@@ -83,12 +85,9 @@ def field_spec(info) -> dict[str, Any]:
             for bound in ("ge", "gt", "le", "lt"):
                 if hasattr(meta, bound):
                     spec[bound] = getattr(meta, bound)
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         spec["scale"] = extra.get("scale", "linear")
     else:
         spec["kind"] = "other"
-    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-    spec["used_when"] = extra.get("used_when")  # {field: [values]}: the field does nothing otherwise
     return spec
 
 

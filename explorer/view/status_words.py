@@ -36,11 +36,11 @@ def steps_per_arm(frame, counted: tuple[str, ...] = ("loss",)) -> str | None:
     if sum(len(names) for _, names in others) > NAMED_ARMS:  # a Stop caught many arms at different points
         return f"up to {high} steps"
     named = list(arms.items()) if len(arms[most]) == 1 else others  # no count shared: every arm, in order
-    parts = [f"{count} for {' and '.join(names)}" for count, names in named]
+    parts = [f"{count}{(' step' if count == 1 else ' steps') if i == 0 else ''} for {' and '.join(names)}"
+             for i, (count, names) in enumerate(named)]  # the first count carries the word
     if len(arms[most]) > 1:
         parts.append(f"{most} for the other arms")
-    first = named[0][0]
-    return f"{first} step{'' if first == 1 else 's'}{parts[0][len(str(first)):]}, " + ", ".join(parts[1:])
+    return ", ".join(parts)
 
 
 WORDS = {"finished": "Finished", "diverged": "Finished — an arm diverged", "stopped": "Stopped — partial result",

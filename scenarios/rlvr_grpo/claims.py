@@ -160,10 +160,10 @@ def length_contrast(records: Records) -> Sentence | None:
                   shown=lambda v: f"{abs(v):.2f}")
     grew = ("{} tokens more under GRPO than under Dr. GRPO" if more.value > 0 else
             "{} tokens less under GRPO than under Dr. GRPO" if more.value < 0 else "alike ({} tokens) in both arms")
-    gap, growth = length_verdict(more.value > 0, gaps[0].value > gaps[1].value)
-    shown = (more.value > 0) + (gaps[0].value > gaps[1].value)
-    overall = ("both measures show the bias" if shown == 2 else "one measure of two shows the bias" if shown == 1
-               else "neither measure shows the bias in this run")
+    grew_more, gap_wider = more.value > 0, gaps[0].value > gaps[1].value
+    gap, growth = length_verdict(grew_more, gap_wider)
+    overall = ("neither measure shows the bias in this run", "one measure of two shows the bias",
+               "both measures show the bias")[grew_more + gap_wider]
     return say("The 1/|o| bias, measured twice. Wrong minus right length over the last third: {} tokens under "
                f"GRPO, {{}} under Dr. GRPO — {gap}. Growth of wrong answers: {grew} — {growth}. So {overall}.",
                *gaps, more)
