@@ -85,7 +85,7 @@ def test_the_std_weights_a_prompt_by_one_over_sqrt_p_one_minus_p(group: int) -> 
     _, lengths = grpo.rewards_of(task, prompts, responses)
     rewards = torch.zeros(3, group, dtype=torch.float64)
     rewards[0, :1], rewards[1, : group // 2], rewards[2] = 1.0, 1.0, 1.0  # p = 1/G, 1/2, 1
-    batch = grpo.Rollout(prompts, responses, grpo.response_mask(lengths, task.max_len), None, None, rewards, None, lengths)
+    batch = grpo.Rollout(prompts, responses, grpo.response_mask(lengths, task.max_len), None, rewards, None, lengths)
     norms = grpo.group_gradient_norms(model, batch, group)
     for p, with_std, without in norms[:2]:
         ratio = with_std / without
@@ -216,17 +216,17 @@ def default_run():
     return default_run_at(0)
 
 
-# 2026-12-05: seed 1's GRPO arm ends at 86% greedy (Dr. GRPO 92%); issue #38 item 2 is open for it. Seeds 3 and 4
-# (not tested) end lower still: GRPO 75% / 86%, Dr. GRPO 28% / 72%. No change that kept the default run near 20 s
-# (lr, lr decay, epochs, G × prompts, β, warm-start steps, bits, weight decay; issue #38) lifted every seed past 90%.
-SHORT_OF_NINETY = {(1, GRPO)}
+# 2026-12-06, 600 updates (480 before a key/value cache made sampling cheap): greedy held-out accuracy at seeds
+# 0-5, GRPO 100%, 100%, 100%, 98%, 73%, 100%; Dr. GRPO 100%, 97%, 100%, 50%, 98%, 100% (at 480 updates 6 of these
+# 12 passed 90%, seed 5's GRPO arm collapsing to 5% at the end). Two still end short; issue #38 item 2 is open for them.
+SHORT_OF_NINETY = {(3, DR), (4, GRPO)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("arm", [GRPO, DR])
 def test_the_default_run_goes_from_chance_past_ninety_percent(seed: int, arm: str, request) -> None:
-    """Default config, seeds 0, 1, 2: the warm start answers held-out prompts at chance (< 30%); each arm's
+    """Default config, seeds 0-5: the warm start answers held-out prompts at chance (< 30%); each arm's
     greedy held-out accuracy ends ≥ 90%; equal-reward groups had gradient exactly 0; the std's weight matched."""
     if (seed, arm) in SHORT_OF_NINETY:
         request.applymarker(pytest.mark.xfail(reason="ends short of 90% (issue #38 item 2)", strict=False))
@@ -251,12 +251,13 @@ def test_the_length_sentence_says_what_the_records_show(default_run) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 def test_under_one_over_o_wrong_answers_end_longer_than_right_ones(seed: int) -> None:
-    """The 1/|o| bias as it shows at this scale (2026-12-05, default config): over the last third, GRPO's wrong
-    answers are longer than its right ones (late wrong − right: +0.34, +0.50, +0.31 tokens at seeds 0, 1, 2;
-    +0.74, +0.44 at seeds 3, 4), and by more than Dr. GRPO's (−0.06, −0.04, +0.20; −0.04, +0.44). The growth
-    of wrong answers from the first window does not separate the arms: +0.23 / +0.87 at seed 0 (GRPO / Dr.)."""
+    """The 1/|o| bias as it shows at this scale (2026-12-06, default config): over the last third, GRPO's wrong
+    answers are longer than its right ones (late wrong − right: +0.93, +0.37, +1.35 tokens at seeds 0, 1, 2;
+    +0.53, +1.46, +0.58 at seeds 3-5), and by more than Dr. GRPO's (−0.20, +0.07, +0.25; −0.09, +0.49, +0.23).
+    The growth of wrong answers from the first window is larger under GRPO at seeds 0, 2-5 (+1.18 against +0.62
+    at seed 0) but not at seed 1 (+0.16 against +0.41): Dr. GRPO's wrong answers grow too, as its right ones do."""
     records, _, _ = default_run_at(seed)
     gaps = {arm: claims.wrong_minus_right(arm)(records) for arm in (GRPO, DR)}
     growth = {arm: claims.wrong_length_change(arm)(records) for arm in (GRPO, DR)}

@@ -3,9 +3,8 @@
 The task's answers are checked by a program, so the reward is exact — no reward model. A prompt is
 `bits` binary digits and "="; the answer is their digit sum (the count of ones, 0…9). Training prompts
 are drawn with every answer equally likely; a quarter of each answer's prompts (never its only one)
-are held out. A response is any tokens, then EOS; the token just before EOS is the answer (filler "."
-before it is allowed, so the policy can make its responses longer or shorter). Reward 1 if that token is
-the right digit, else 0 (also with no EOS within `max_len` tokens).
+are held out. A response is any tokens, then EOS; the token just before EOS is the answer (filler "." before
+it lets the policy change its length). Reward 1 if it is the right digit, else 0 (also with no EOS in `max_len`).
 
 Warm start (`pretrain`): the project's TinyLM (engines.sequence.lm) is trained by teacher
 forcing on well-formed responses "."×k, a *random* digit of 0…bits, EOS (k uniform in 0…`fill`, 3 by default), so it
@@ -29,6 +28,7 @@ import torch
 
 from engines.loop.records import Diverged, StepRecord
 from engines.loop.training import train
+from engines.sequence.decoding import Cache
 from engines.sequence.lm import LMSpec, TinyLM
 
 DIGITS = 10
@@ -92,21 +92,19 @@ def response_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 @torch.no_grad()
 def sample(model: TinyLM, prompts: torch.Tensor, max_len: int, generator: torch.Generator,
            greedy: bool = False) -> torch.Tensor:
-    """(n, max_len) response tokens at temperature 1 (or greedy); a row may keep going after EOS
-    (those tokens count for nothing)."""
-    was = model.training
-    model.eval()
-    ids, done = prompts, torch.zeros(len(prompts), dtype=torch.bool)
-    for _ in range(max_len):
+    """(n, max_len) response tokens at temperature 1 (or greedy), decoded with a key/value cache; a row may
+    keep going after EOS (those tokens count for nothing). The cache runs the blocks itself: no mode to set."""
+    cache, logits = Cache.prefill(model, prompts)  # logits (n, vocab), float32
+    written, done = [], torch.zeros(len(prompts), dtype=torch.bool)
+    for t in range(max_len):
         if done.all():  # every row has ended: the rest is EOS, and counts for nothing
-            ids = torch.cat([ids, torch.full((len(ids), prompts.shape[1] + max_len - ids.shape[1]), EOS)], 1)
+            written.append(torch.full((len(prompts), max_len - t), EOS))
             break
-        logits = model(ids)[:, -1].float()
         nxt = logits.argmax(-1, keepdim=True) if greedy else torch.multinomial(logits.softmax(-1), 1, generator=generator)
-        ids = torch.cat([ids, nxt], 1)
+        written.append(nxt)
         done |= nxt[:, 0] == EOS
-    model.train(was)
-    return ids[:, prompts.shape[1]:]
+        logits = cache.step(nxt) if t < max_len - 1 else logits
+    return torch.cat(written, 1)
 
 
 def token_logps(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
@@ -138,7 +136,7 @@ def warm_start(task: Task, spec: LMSpec, steps: int, lr: float, batch: int, seed
         logps = token_logps(model, prompts, responses)
         return -(logps * response_mask(lengths[:, 0], task.max_len)).sum() / lengths.sum()
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     for item in train(model, optimizer, batches(), objective, steps, log_every=log_every):
         yield item
         if isinstance(item, Diverged):
@@ -192,16 +190,16 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
                   "kl": (k3.detach() * mask).sum() / tokens}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Rollout:
     prompts: torch.Tensor     # (n, bits + 1): each prompt G times
     responses: torch.Tensor   # (n, max_len)
     mask: torch.Tensor        # (n, max_len)
-    old_logps: torch.Tensor   # (n, max_len)
     ref_logps: torch.Tensor   # (n, max_len)
     rewards: torch.Tensor     # (prompts, G)
     advantages: torch.Tensor  # (n,)
     lengths: torch.Tensor     # (n,)
+    old_logps: torch.Tensor | None = None  # (n, max_len): π_old's, read off the rollout's first update (π = π_old)
 
 
 def rollouts(task: Task, model: TinyLM, reference: TinyLM, prompts: int, group: int, epochs: int, scale_by_std: bool,
@@ -213,9 +211,9 @@ def rollouts(task: Task, model: TinyLM, reference: TinyLM, prompts: int, group: 
         responses = sample(model, repeated, task.max_len, generator)
         rewards, lengths = rewards_of(task, repeated, responses)
         with torch.no_grad():
-            old, ref = token_logps(model, repeated, responses), token_logps(reference, repeated, responses)
+            ref = token_logps(reference, repeated, responses)
         grouped = rewards.view(prompts, group)
-        rollout = Rollout(repeated, responses, response_mask(lengths, task.max_len), old, ref, grouped,
+        rollout = Rollout(repeated, responses, response_mask(lengths, task.max_len), ref, grouped,
                           group_advantages(grouped, scale_by_std).reshape(-1), lengths)
         latest["rollout"] = rollout
         latest.setdefault("window", []).append(rollout)
@@ -283,6 +281,8 @@ def grpo_arm(task: Task, reference: TinyLM, *, steps: int, lr: float, prompts: i
 
     def objective(batch: Rollout, logging: bool):
         logps = token_logps(model, batch.prompts, batch.responses)
+        if batch.old_logps is None:  # the rollout's first update runs the policy that sampled it: ρ = 1
+            batch.old_logps = logps.detach()
         loss, parts = grpo_loss(logps, batch.old_logps, batch.ref_logps, batch.advantages, batch.mask,
                                 clip=clip, beta=beta, length_norm=not dr)
         return loss, parts
@@ -295,6 +295,6 @@ def grpo_arm(task: Task, reference: TinyLM, *, steps: int, lr: float, prompts: i
             out.update(weight_records(group_gradient_norms(model, latest["rollout"], group)))
         return out
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     batches = rollouts(task, model, reference, prompts, group, epochs, not dr, seed, latest)
     yield from train(model, optimizer, batches, objective, steps, log_every=log_every, on_log=on_log, window=True)
