@@ -37,7 +37,7 @@ DEFAULT_RUN_S: dict[str, float] = {
     "scaling-laws": 8.39,        # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
     "reinforce": 2.63,           # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
     "grokking": 6.63,            # 2026-12-05 09:02 UTC, load 2.7 (README, Speed)
-    "rlvr-grpo": 15.32,          # 2026-12-05 09:15 UTC, load 2.1 (README, Speed)
+    "rlvr-grpo": 18.06,          # 2026-12-06 19:09 UTC, 600 updates, a slower machine (README, Speed)
     "compositional": 6.42,       # 2026-12-05 12:31 UTC, load 1.5, vanishing-gradients 1.11 beside it (README, Speed)
 }
 
