@@ -124,9 +124,9 @@ def check_claims(scenario, values: dict) -> None:
 
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.id)
 def test_explanations_hold_on_a_few_random_configs(scenario) -> None:
-    """Two random tiny configs (one for a scenario that starts rank processes: ~7 s each; `-m slow` runs 24;
-    two, not three, keep the default test run under 12 minutes)."""
-    for values in configs_for(scenario, 1 if scenario.rank_processes(scenario.validate(scenario.tiny)) else 2, seed=0):
+    """One random tiny config (`-m slow` runs 24 more): one, not two, keeps the default test run near 12 minutes
+    on the slower development machine of 2026-12-06 (the second config cost 18 s of its 853)."""
+    for values in configs_for(scenario, 1, seed=0):
         check_claims(scenario, values)
 
 

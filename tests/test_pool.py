@@ -238,7 +238,11 @@ time.sleep(600)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+# SIGTERM and SIGINT under -m slow (7 s each): the real server's SIGTERM is a default browser test
+# (e2e/test_live_loop.py), and SIGKILL, where no handler of the server runs at all, stays here.
+@pytest.mark.parametrize("signum", [pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
+                                    pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGKILL],
+                         ids=lambda s: s.name)
 def test_no_worker_outlives_its_server(signum) -> None:
     """However the server ends — SIGTERM, Ctrl-C, even SIGKILL (no cleanup at all) — its workers end."""
     errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: nothing the server writes can block it
