@@ -238,13 +238,10 @@ time.sleep(600)
 """
 
 
-# SIGTERM and SIGINT under -m slow (7 s each): the real server's SIGTERM is a default browser test
-# (e2e/test_live_loop.py), and SIGKILL, where no handler of the server runs at all, stays here.
-@pytest.mark.parametrize("signum", [pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
-                                    pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGKILL],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("signum", [pytest.param(s, marks=pytest.mark.slow) for s in (signal.SIGTERM, signal.SIGINT)]
+                         + [signal.SIGKILL], ids=lambda s: s.name)
 def test_no_worker_outlives_its_server(signum) -> None:
-    """However the server ends — SIGTERM, Ctrl-C, even SIGKILL (no cleanup at all) — its workers end."""
+    """However the server ends — SIGTERM, Ctrl-C, SIGKILL (no cleanup) — its workers end (the first two: -m slow)."""
     errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: nothing the server writes can block it
     server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, stderr=errors, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
