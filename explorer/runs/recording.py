@@ -1,7 +1,7 @@
 """The writer of a watched run: its records go from the training thread to the run store in the background.
 
-The training thread only appends plain tuples to a list (`add`, `event`); it never waits for the
-store. A writer thread opens the store (importing pandas and the scenario registry there, off the
+The training thread only appends each step's metrics (one dict) to a list (`add`, `event`); it never
+waits for the store. A writer thread opens the store (importing pandas and the scenario registry there, off the
 person's training path), adds the run's row, and every `FLUSH_S` moves what was added into it in
 one transaction, beating the run's heartbeat at least every `HEARTBEAT_S` (explorer/runs/liveness.py).
 
@@ -35,7 +35,8 @@ class Recorder:
         self.diverged_at: int | None = None
         self.last_loss: tuple[int, float] | None = None
         self.steps = 0
-        self._pending: list[tuple[str, int, str, float]] = []
+        self._pending: list[tuple[int, dict[str, float]]] = []  # (step, its metrics), in the order added
+        self._pending_rows = 0
         self._events: list[dict[str, Any]] = []
         self._dropped = 0
         self._lock = threading.Lock()
@@ -49,20 +50,21 @@ class Recorder:
 
     # --- the training thread ----------------------------------------------------------------------
     def add(self, step: int, metrics: dict[str, float]) -> None:
-        rows = [(self.arm, step, name, float(value)) for name, value in metrics.items()]
+        metrics = {name: float(value) for name, value in metrics.items()}
         loss = metrics.get("loss")
         self.steps = max(self.steps, step + 1)
         if loss is not None:
             self.last_loss = (step, float(loss))
             if not math.isfinite(loss) and self.diverged_at is None:  # a result, not a crash of the script
                 self.diverged_at = step
-                rows.append((self.arm, step, "diverged", 1.0))
+                metrics["diverged"] = 1.0
                 self.event("diverged", step, f"diverged at step {step}: loss is {loss}")
         with self._lock:
-            if len(self._pending) + len(rows) > MAX_PENDING:
-                self._dropped += len(rows)
+            if self._pending_rows + len(metrics) > MAX_PENDING:
+                self._dropped += len(metrics)
                 return
-            self._pending.extend(rows)
+            self._pending.append((step, metrics))
+            self._pending_rows += len(metrics)
 
     def event(self, kind: str, step: int, message: str) -> None:
         with self._lock:
@@ -126,17 +128,18 @@ class Recorder:
 
     def _take(self) -> tuple[list, list]:
         with self._lock:
-            rows, self._pending = self._pending, []
+            rows, self._pending, self._pending_rows = self._pending, [], 0
             events, self._events = self._events, []
         return rows, events
 
     def _write(self, rows: list, events: list) -> None:
-        from explorer.runs.growing import append
+        from explorer.runs.growing import append_steps
         try:
-            append(self._store, self.run_id, rows, events)
+            append_steps(self._store, self.run_id, self.arm, rows, events)
         except BaseException:
             with self._lock:  # put them back, ahead of anything added meanwhile
                 self._pending[:0], self._events[:0] = rows, events
+                self._pending_rows += sum(len(metrics) for _, metrics in rows)
             raise
         if self.problem is not None:
             print(f"explorer.watch: the run store takes records again; run {self.run_id} is complete in it",
@@ -167,4 +170,5 @@ class Recorder:
         if self._store is not None and self.run_id is not None:
             stored = list(self._store.frame(self.run_id).itertuples(index=False, name=None))
         with self._lock:
-            return stored + list(self._pending)
+            return stored + [(self.arm, step, name, value) for step, metrics in self._pending
+                             for name, value in metrics.items()]
