@@ -15,11 +15,13 @@ every module that owns trainable parameters (engines/loop/model_parts.py), throu
   out ≤ `TINY`, where squares may have underflowed, is summed again in float64 before it is
   recorded); and it copies the weights
   (one fused `_foreach_mul`, or `_foreach_copy_` into the copy kept between logged steps, `_keeps`);
-- the step post-hook of a logged step measures ‖ΔW‖/‖W‖ per module (norms fused; every kind summed
-  per module in float64 at once), the
-  outputs' std, the fraction of output units ≤ 0 on the whole batch and, per unit, whether it
-  was ever > 0 on a logged batch; all of it, with everything the loop handed to `scalar` since
-  the last transfer (its loss at every step), goes to the host in one `.tolist()`.
+- the step post-hook of a logged step measures every parameter's ‖ΔW‖ (norms fused), and of the
+  outputs (same-shaped ones stacked, grouped as planned once per set of shapes) the std, the count
+  of units ≤ 0 on the whole batch and, per unit, whether it was ever > 0 on a logged batch; all of
+  it, with everything the loop handed to `scalar` since the last transfer (its loss at every
+  step), goes to the host in one `.tolist()`. There, in float64 Python arithmetic, each module's
+  norms are summed over its own parameters (√Σ‖p‖²), and ‖ΔW‖/‖W‖ and the fractions are formed:
+  a few dozen small tensor operations fewer than doing it on the device.
 
 Between logged steps no forward or pre-step hook exists, so the model runs its plain path. A
 model compiled with `torch.compile` runs its own graph, where forward hooks added later never
@@ -39,15 +41,6 @@ Record = Callable[[int, dict[str, float]], None]  # (step, metrics) for each ste
 TINY = 1e-18    # a float32 norm this small may have underflowed (squares below ~1e-38): redone in float64
 KEEP_COPY = 2   # at every ≤ this, the weights' copy and the stacked outputs are kept between logged steps…
 KEEP_BYTES = 256 * 2**20  # …and at any `every` while the weights take less (one allocation a run, not a logged step)
-
-
-def _units_last(output: torch.Tensor, conv: bool) -> torch.Tensor:
-    """(rows, units): channels are the units of a convolution's output, the last dim otherwise."""
-    if output.dim() < 2:
-        return output.reshape(1, -1)
-    if conv:
-        output = output.movedim(1, -1)
-    return output.reshape(-1, output.shape[-1])
 
 
 class ModuleWatch:
@@ -71,8 +64,6 @@ class ModuleWatch:
         self._norm_dtype = torch.float64 if any(p.dtype == torch.float64 for p in self.params) else torch.float32
         self._owners = [i for i, (_, _, params) in enumerate(modules) for _ in params]
         self._keeps = every <= KEEP_COPY or sum(p.numel() * p.element_size() for p in self.params) < KEEP_BYTES
-        self._membership = torch.zeros(len(self.params), len(modules), dtype=torch.float64, device=self.device)
-        self._membership[torch.arange(len(self.params)), torch.tensor(self._owners)] = 1.0  # parameter -> its module
         self.compiled = is_compiled(model)
         self.activations = activations and not self.compiled
         self.notes = [] if activations == self.activations else [
@@ -81,7 +72,8 @@ class ModuleWatch:
         self.optimizer, self.scaler, self.step = optimizer, scaler, 0
         self._outputs: list[torch.Tensor | None] = [None] * len(modules)
         self._alive: dict[tuple, torch.Tensor] = {}  # (modules, units) -> per unit: > 0 on some logged batch
-        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype, count)
+        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype, conv), count
+        self._plans: dict[tuple, list] = {}  # the groups of same-shaped outputs, by every output's shape and dtype
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._measured = False
         self._before: list[torch.Tensor] | None = None  # the weights before the step being measured
@@ -112,7 +104,7 @@ class ModuleWatch:
 
     def flush(self) -> None:
         """Move every buffered value to the host now (the end of a run)."""
-        self._transfer(None, {})
+        self._transfer(None)
 
     def close(self) -> None:
         self._disarm()
@@ -170,17 +162,14 @@ class ModuleWatch:
         step, self.step = self.step, self.step + 1
         if step % self.every == 0 and self._measured:
             torch._foreach_sub_(self._before, self._values)  # now W_before − W_after = −ΔW, in place
-            grads, weights, moved = self._per_module(
-                self._norms + torch._foreach_norm(self._before, 2, dtype=self._norm_dtype))
-            if self._scale is not None:  # the gradients are still scaled: the norms as the step will use them
-                grads = grads / self._scale.double().to(grads.device)
+            # every parameter's gradient, weight and update norms, in that order; summed per module on the host
+            norms = torch.stack(self._norms + torch._foreach_norm(self._before, 2, dtype=self._norm_dtype))
             if not self._keeps:
                 self._before = None
             self._measured = False
             if self.scaler is not None and self.scaler.is_enabled() and self.scaler._scale is not None:
                 self.scalar(step, "loss_scale", self.scaler._scale)
-            self._transfer(step, {"grad_norm": grads, "weight_norm": weights, "update_ratio": moved / weights,
-                                  **self._activation_stats()})
+            self._transfer(step, norms, self._scale, self._activation_stats())
         if self.step % self.every == 0:
             self._arm()
         elif self._armed:
@@ -198,51 +187,60 @@ class ModuleWatch:
         return torch.stack(norms).tolist()
 
     # --- measuring ----------------------------------------------------------------------------------
-    def _per_module(self, norms: list[torch.Tensor]) -> torch.Tensor:
-        """Per-parameter norms (k lists of every parameter's, concatenated) -> (k, modules): √Σ‖p‖² over
-        each module's own parameters, summed in float64."""
-        squares = torch.stack(norms).to(self.device, torch.float64).view(-1, len(self.params)).square_()
-        return (squares @ self._membership).sqrt_()  # (k, params) @ (params, modules): the sums per module
-
-    def _activation_stats(self) -> dict[str, tuple[torch.Tensor, list[int]]]:
-        """Of the modules whose forward hook ran, with the modules each value covers: the output's std, the
-        share of its units ≤ 0 on every row of the batch, and the share never > 0 on any logged batch
-        (kept per unit). Same-shaped outputs are stacked and measured at once."""
+    def _activation_stats(self) -> list[tuple[list[int], torch.Tensor, int]]:
+        """Of the modules whose forward hook ran, in groups of same-shaped outputs measured at once: the
+        modules of each group, a (3, modules) float64 tensor of their outputs' std, the count of units ≤ 0
+        on every row of the batch and the count never > 0 on any logged batch so far (kept per unit), and
+        the units each output has. The grouping is planned once per set of output shapes."""
         outputs, self._outputs = self._outputs, [None] * len(self._outputs)  # none held between logged steps
-        flat = {i: _units_last(out, self._conv[i]) for i, out in enumerate(outputs) if out is not None}
-        groups: dict[tuple, list[int]] = {}
-        for i, out in flat.items():
-            groups.setdefault((tuple(out.shape), out.dtype), []).append(i)
-        order, parts, kept = [], {"act_std": [], "frac_dead": [], "frac_dead_always": []}, {}
-        for (shape, dtype), members in groups.items():
-            stacked = self._stacked.get((shape, dtype, len(members)))
+        signature = tuple(None if out is None else (out.shape, out.dtype) for out in outputs)
+        plan = self._plans.get(signature)
+        if plan is None:
+            plan = self._plans[signature] = self._plan(outputs)
+        measured, kept = [], {}
+        for key, members, units, flat in plan:
+            stacked = self._stacked.get((key, len(members)))
             if stacked is None:
-                stacked = torch.empty((len(members), *shape), dtype=dtype, device=self.device)
-            torch.stack([flat[i] for i in members], out=stacked)  # (modules, rows, units): our own copy
-            kept[(shape, dtype, len(members))] = stacked
-            values = stacked.float()
+                stacked = torch.empty((len(members), *key[0]), dtype=key[1], device=self.device)
+            torch.stack([outputs[i].reshape(1, -1) if flat else outputs[i] for i in members], out=stacked)
+            kept[(key, len(members))] = stacked
+            values = (stacked.movedim(2, -1) if key[2] else stacked).reshape(len(members), -1, units).float()
             top = values.amax(dim=1)  # (modules, units): each unit's largest output on the batch
-            values -= values.mean(dim=(1, 2), keepdim=True)  # centred in place
+            values -= values.mean(dim=(1, 2), keepdim=True)  # centred in place (a copy where it was reshaped)
             # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
-            spread = torch.linalg.vector_norm(values.flatten(1), dim=1)
-            parts["act_std"].append(spread / max(1, values[0].numel() - 1) ** 0.5)
-            history = (tuple(members), shape[-1])  # the same modules and units: their per-unit record goes on
+            spread = torch.linalg.vector_norm(values.flatten(1), dim=1) / max(1, values[0].numel() - 1) ** 0.5
+            history = (tuple(members), units)  # the same modules and units: their per-unit record goes on
             alive = self._alive.get(history)
             alive = self._alive[history] = (top > 0) if alive is None else alive.logical_or_(top > 0)
-            parts["frac_dead"].append((top <= 0).float().mean(dim=1))
-            parts["frac_dead_always"].append((~alive).float().mean(dim=1))
-            order += members
+            counts = torch.stack((top <= 0, ~alive)).sum(dim=-1)  # (2, modules): units dead now, dead always
+            measured.append((members, torch.cat((spread.double()[None], counts.double())), units))
         self._stacked = kept if self._keeps else {}  # reused at the next logged step: no allocation then
-        return {kind: (torch.cat(values), order) for kind, values in parts.items() if values}
+        return measured
 
-    def _transfer(self, step: int | None, per_module: dict) -> None:
-        """One host transfer: the buffered scalars and this step's per-module values (a tensor, or a
-        tensor and the modules it covers); then `record` once per step that has values."""
+    def _plan(self, outputs: list[torch.Tensor | None]) -> list[tuple[tuple, list[int], int, bool]]:
+        """Groups of modules whose outputs have one shape, dtype and kind of unit (a convolution's channels,
+        the last dim otherwise; a 0- or 1-dim output is one row): ((shape, dtype, conv), modules, units, whether
+        the outputs are reshaped to that one row). The stacked copy is (modules, *shape)."""
+        groups: dict[tuple, list[int]] = {}
+        for i, out in enumerate(outputs):
+            if out is not None:
+                conv = self._conv[i] and out.dim() >= 2
+                shape = out.shape if out.dim() >= 2 else torch.Size([1, out.numel()])
+                groups.setdefault((shape, out.dtype, conv), []).append(i)
+        return [(key, members, key[0][1] if key[2] else key[0][-1], outputs[members[0]].dim() < 2)
+                for key, members in groups.items()]
+
+    def _transfer(self, step: int | None, norms: torch.Tensor | None = None, scale: torch.Tensor | None = None,
+                  measured: list[tuple[list[int], torch.Tensor, int]] = ()) -> None:
+        """One host transfer: this step's per-parameter norms (gradients, weights, updates), the scale the
+        gradients carry, the activation statistics and the buffered scalars; then the sums per module on the
+        host, and `record` once per step that has values."""
         scalars, self._scalars = self._scalars, []
         tensors = [value for _, _, value in scalars if isinstance(value, torch.Tensor)]
-        kinds = {kind: value if isinstance(value, tuple) else (value, range(len(self.layers)))
-                 for kind, value in per_module.items()}
-        parts = [tensor.to(self.device, torch.float64) for tensor, _ in kinds.values()]
+        parts = [norms.to(self.device, torch.float64)] if norms is not None else []
+        if scale is not None:
+            parts.append(scale.reshape(1).to(self.device, torch.float64))
+        parts += [values.flatten() for _, values, _ in measured]
         alike = all(t.dim() == 0 and (t.dtype, t.device) == (tensors[0].dtype, tensors[0].device) for t in tensors)
         if tensors and alike:
             parts.append(torch.stack(tensors).to(self.device, torch.float64))  # the usual: a loss a step
@@ -250,23 +248,20 @@ class ModuleWatch:
             parts.append(torch.stack([t.to(self.device, torch.float64).mean() for t in tensors]))
         numbers = torch.cat(parts).tolist() if parts else []
         rows: dict[int, dict[str, float]] = {step: {}} if step is not None else {}
-        weights: dict[int, float] = {}
         taken = 0
-        for kind, (_, modules) in kinds.items():
-            names = self._metric_names.get(kind) or self._metric_names.setdefault(
-                kind, [f"{kind}/{name}" for name in self._names])
-            values, taken = numbers[taken:taken + len(modules)], taken + len(modules)
-            if kind == "grad_norm" and any(0 <= v <= TINY for v in values):
-                tiny = [i for i, v in zip(modules, values) if 0 <= v <= TINY]
-                values = [dict(zip(tiny, self._refined(tiny))).get(i, v) for i, v in zip(modules, values)]
-            if kind == "weight_norm":
-                weights = dict(zip(modules, values))
-            if kind == "update_ratio" and 0.0 in weights.values():  # a step from all-zero weights has no ratio
-                rows[step].update((names[i], v) for i, v in zip(modules, values) if weights.get(i) != 0.0)
-            else:
-                rows[step].update(zip(names if isinstance(modules, range) else [names[i] for i in modules], values))
+        if norms is not None:
+            taken = self._module_rows(rows[step], numbers, scale is not None)
+        stats: dict[str, list[tuple[str, float]]] = {"act_std": [], "frac_dead": [], "frac_dead_always": []}
+        for members, values, units in measured:
+            flat, taken = numbers[taken:taken + values.numel()], taken + values.numel()
+            spread, dead, never = (flat[k * len(members):(k + 1) * len(members)] for k in range(3))
+            for kind, column in (("act_std", spread), ("frac_dead", [d / units for d in dead]),
+                                 ("frac_dead_always", [n / units for n in never])):
+                stats[kind] += zip((self._names_of(kind)[i] for i in members), column)
         if step is not None:
-            rows.setdefault(step, {})["lr"] = float(self.optimizer.param_groups[0]["lr"])
+            for pairs in stats.values():
+                rows[step].update(pairs)
+            rows[step]["lr"] = float(self.optimizer.param_groups[0]["lr"])
         numbers = iter(numbers[taken:])
         logged: dict[tuple[int, str], list[float]] = {}
         for at, name, value in scalars:
@@ -276,3 +271,29 @@ class ModuleWatch:
                 else next(v for v in values if not math.isfinite(v))
         for at in sorted(rows):
             self.record(at, rows[at])
+
+    def _module_rows(self, row: dict[str, float], numbers: list[float], scaled: bool) -> int:
+        """Per module, from every parameter's norms (gradients, weights, updates; then the scale if `scaled`):
+        √Σ‖p‖² over the module's own parameters, in float64; the gradients' divided by the scale, and
+        summed again in float64 where they came out ≤ TINY. Fills `row`; returns the numbers used."""
+        count, modules = len(self.params), len(self.layers)
+        squares = [[0.0] * modules for _ in range(3)]
+        for kind in range(3):
+            sums, offset = squares[kind], kind * count
+            for j, owner in enumerate(self._owners):
+                sums[owner] += numbers[offset + j] ** 2
+        scale = numbers[3 * count] if scaled else 1.0
+        grads = [math.sqrt(v) / scale for v in squares[0]]
+        weights, moved = [math.sqrt(v) for v in squares[1]], [math.sqrt(v) for v in squares[2]]
+        tiny = [i for i, v in enumerate(grads) if v <= TINY]
+        if tiny:  # their squares may have underflowed in float32: a second transfer, only then
+            grads = [dict(zip(tiny, self._refined(tiny))).get(i, v) for i, v in enumerate(grads)]
+        row.update(zip(self._names_of("grad_norm"), grads))
+        row.update(zip(self._names_of("weight_norm"), weights))
+        # a step from all-zero weights has no ratio
+        row.update((name, d / w) for name, d, w in zip(self._names_of("update_ratio"), moved, weights) if w != 0.0)
+        return 3 * count + (1 if scaled else 0)
+
+    def _names_of(self, kind: str) -> list[str]:
+        """The per-module records' names of `kind`: "grad_norm/layer_01", …"""
+        return self._metric_names.get(kind) or self._metric_names.setdefault(kind, [f"{kind}/{n}" for n in self._names])
