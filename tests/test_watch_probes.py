@@ -240,3 +240,48 @@ def test_a_float64_or_bfloat16_model_is_watched_with_its_norms_as_the_tensors_sa
     assert records[0]["grad_norm/layer_01"] == pytest.approx(grad, rel=tolerance), (dtype, records[0])
     ratio = float((after - before).norm() / before.norm())
     assert records[0]["update_ratio/layer_01"] == pytest.approx(ratio, rel=1e-4), (dtype, ratio, records[0])
+
+
+def test_activation_stats_hold_when_the_outputs_shapes_change_between_logged_steps() -> None:
+    """Same-shaped outputs are measured stacked, grouped once per set of shapes: a convolution's units are
+    its channels, an unbatched Linear's 1-dim output is one row, and a module that sits out a step (so the
+    groups change) is left out of that step's values. Each value equals the tensor's own, and the share
+    never > 0 follows each module's units over the logged steps."""
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.skipped = nn.Linear(6, 6), nn.Linear(6, 6), nn.Linear(6, 6)
+            self.conv = nn.Conv1d(2, 3, 3)
+
+        def forward(self, x: torch.Tensor, step: int) -> torch.Tensor:
+            y = self.b(torch.relu(self.a(x)))
+            z = self.conv(y.view(1, 2, 3).repeat(2, 1, 2))
+            return y.sum() + z.pow(2).sum() + (self.skipped(y).sum() if step % 2 == 0 else 0.0)
+
+    torch.manual_seed(0)
+    net, records = Net(), Recorded()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    watch = ModuleWatch(net, optimizer, 1, records)
+    outputs = {}
+    for name in ("a", "b", "skipped", "conv"):
+        getattr(net, name).register_forward_hook(lambda m, i, o, k=name: outputs.__setitem__(k, o.detach()))
+    layer_of = {layer.path: f"layer_{k:02d}" for k, layer in enumerate(watch.layers, start=1)}
+    ever_positive: dict[str, torch.Tensor] = {}
+    generator = torch.Generator().manual_seed(1)
+    for step in range(5):
+        outputs.clear()
+        net(torch.randn(6, generator=generator), step).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        got = records[step]
+        assert (f"act_std/{layer_of['skipped']}" in got) == (step % 2 == 0), (step, sorted(got))
+        for name, out in outputs.items():
+            units = out.movedim(1, -1).reshape(-1, out.shape[1]) if name == "conv" else out.reshape(1, -1)
+            top = units.amax(dim=0)
+            ever_positive[name] = ever_positive.get(name, top > 0) | (top > 0)
+            layer = layer_of[name]
+            assert got[f"act_std/{layer}"] == pytest.approx(float(out.std()), rel=1e-5), (step, name)
+            assert got[f"frac_dead/{layer}"] == pytest.approx(float((top <= 0).double().mean()), abs=1e-12)
+            never = float((~ever_positive[name]).double().mean())
+            assert got[f"frac_dead_always/{layer}"] == pytest.approx(never, abs=1e-12), (step, name, never)
+    watch.close()

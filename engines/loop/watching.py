@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from engines.loop.model_parts import Layer, WatchError, checked_every, first_tensor, is_compiled, trainable_modules
+from engines.loop.output_stats import OutputStats
 from engines.loop.probes import layer_name
 
 Record = Callable[[int, dict[str, float]], None]  # (step, metrics) for each step with values
@@ -71,9 +72,7 @@ class ModuleWatch:
             "not run inside its graph); gradient norms and update ratios are read outside it"]
         self.optimizer, self.scaler, self.step = optimizer, scaler, 0
         self._outputs: list[torch.Tensor | None] = [None] * len(modules)
-        self._alive: dict[tuple, torch.Tensor] = {}  # (modules, units) -> per unit: > 0 on some logged batch
-        self._stacked: dict[tuple, torch.Tensor] = {}  # buffers for the stacked outputs, by (shape, dtype, conv), count
-        self._plans: dict[tuple, list] = {}  # the groups of same-shaped outputs, by every output's shape and dtype
+        self._output_stats = OutputStats(self._conv, self.device, self._keeps)
         self._scalars: list[tuple[int, str, float | torch.Tensor]] = []
         self._measured = False
         self._before: list[torch.Tensor] | None = None  # the weights before the step being measured
@@ -188,47 +187,8 @@ class ModuleWatch:
 
     # --- measuring ----------------------------------------------------------------------------------
     def _activation_stats(self) -> list[tuple[list[int], torch.Tensor, int]]:
-        """Of the modules whose forward hook ran, in groups of same-shaped outputs measured at once: the
-        modules of each group, a (3, modules) float64 tensor of their outputs' std, the count of units ≤ 0
-        on every row of the batch and the count never > 0 on any logged batch so far (kept per unit), and
-        the units each output has. The grouping is planned once per set of output shapes."""
         outputs, self._outputs = self._outputs, [None] * len(self._outputs)  # none held between logged steps
-        signature = tuple(None if out is None else (out.shape, out.dtype) for out in outputs)
-        plan = self._plans.get(signature)
-        if plan is None:
-            plan = self._plans[signature] = self._plan(outputs)
-        measured, kept = [], {}
-        for key, members, units, flat in plan:
-            stacked = self._stacked.get((key, len(members)))
-            if stacked is None:
-                stacked = torch.empty((len(members), *key[0]), dtype=key[1], device=self.device)
-            torch.stack([outputs[i].reshape(1, -1) if flat else outputs[i] for i in members], out=stacked)
-            kept[(key, len(members))] = stacked
-            values = (stacked.movedim(2, -1) if key[2] else stacked).reshape(len(members), -1, units).float()
-            top = values.amax(dim=1)  # (modules, units): each unit's largest output on the batch
-            values -= values.mean(dim=(1, 2), keepdim=True)  # centred in place (a copy where it was reshaped)
-            # std as ‖x − mean‖/√(n−1): the value of .std(), ~14x faster than its kernel (engines/loop/probes.py)
-            spread = torch.linalg.vector_norm(values.flatten(1), dim=1) / max(1, values[0].numel() - 1) ** 0.5
-            history = (tuple(members), units)  # the same modules and units: their per-unit record goes on
-            alive = self._alive.get(history)
-            alive = self._alive[history] = (top > 0) if alive is None else alive.logical_or_(top > 0)
-            counts = torch.stack((top <= 0, ~alive)).sum(dim=-1)  # (2, modules): units dead now, dead always
-            measured.append((members, torch.cat((spread.double()[None], counts.double())), units))
-        self._stacked = kept if self._keeps else {}  # reused at the next logged step: no allocation then
-        return measured
-
-    def _plan(self, outputs: list[torch.Tensor | None]) -> list[tuple[tuple, list[int], int, bool]]:
-        """Groups of modules whose outputs have one shape, dtype and kind of unit (a convolution's channels,
-        the last dim otherwise; a 0- or 1-dim output is one row): ((shape, dtype, conv), modules, units, whether
-        the outputs are reshaped to that one row). The stacked copy is (modules, *shape)."""
-        groups: dict[tuple, list[int]] = {}
-        for i, out in enumerate(outputs):
-            if out is not None:
-                conv = self._conv[i] and out.dim() >= 2
-                shape = out.shape if out.dim() >= 2 else torch.Size([1, out.numel()])
-                groups.setdefault((shape, out.dtype, conv), []).append(i)
-        return [(key, members, key[0][1] if key[2] else key[0][-1], outputs[members[0]].dim() < 2)
-                for key, members in groups.items()]
+        return self._output_stats.measure(outputs)
 
     def _transfer(self, step: int | None, norms: torch.Tensor | None = None, scale: torch.Tensor | None = None,
                   measured: list[tuple[list[int], torch.Tensor, int]] = ()) -> None:
