@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,19 @@ def test_a_watched_run_is_stored_at_once_grows_while_it_runs_and_finishes() -> N
     assert sorted(frame[frame.metric == "loss"].step) == list(range(10))
     assert sorted(frame[frame.metric == "grad_norm/layer_01"].step) == [0, 4, 8]
     assert len(frame) == len(rows) and stored.summary["headline"]["steps"] == 10
+
+
+def test_a_watched_runs_duration_counts_from_watch_to_finish() -> None:
+    """The writer adds the run's row up to half a second after `watch` (or at the end of a shorter run):
+    the stored duration still counts from the call to `watch`, so it is at least what the loop took."""
+    model, optimizer = model_and_optimizer()
+    run = watch(model, optimizer, every=5)
+    started = time.monotonic()  # after the call: its start is stamped inside it
+    train(run, model, optimizer, 60)
+    took = time.monotonic() - started
+    run.finish()
+    stored = RunStore().get(run.run_id)
+    assert stored.duration_s >= took, f"stored {stored.duration_s:.3f} s for a loop that took {took:.3f} s"
 
 
 def test_a_nan_loss_is_the_runs_divergence_not_an_error() -> None:

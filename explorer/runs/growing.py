@@ -21,14 +21,16 @@ import pandas as pd
 from explorer.runs.liveness import RUNNING, writer_identity
 from explorer.runs.store import RUN_COLUMNS, RunStore, canonical, result_key
 
-def begin(store: RunStore, scenario: str, config: dict[str, Any], code_version: str, name: str | None) -> str:
-    """Add a running run's row (no records yet); its run id."""
+def begin(store: RunStore, scenario: str, config: dict[str, Any], code_version: str, name: str | None,
+          started_at: float | None = None) -> str:
+    """Add a running run's row (no records yet); its run id. `started_at` (a `time.time()`, default now) is
+    when the run began, which may be before its row could be added: durations count from it."""
     run_id = uuid.uuid4().hex[:12]
     summary = {"status": RUNNING, "writer": writer_identity()}
     with store._connect() as db:
         db.execute(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
             run_id, scenario, canonical(config), result_key(scenario, config, code_version), code_version, RUNNING,
-            time.time(), 0.0, json.dumps(summary), None, name))
+            time.time() if started_at is None else started_at, 0.0, json.dumps(summary), None, name))
     return run_id
 
 

@@ -35,6 +35,7 @@ class Recorder:
         self.diverged_at: int | None = None
         self.last_loss: tuple[int, float] | None = None
         self.steps = 0
+        self.started_at = time.time()  # the run's start: its row is added by the writer up to FLUSH_S later
         self._pending: list[tuple[int, dict[str, float]]] = []  # (step, its metrics), in the order added
         self._pending_rows = 0
         self._events: list[dict[str, Any]] = []
@@ -123,7 +124,8 @@ class Recorder:
         from explorer.runs.store import RunStore
         from scenarios import get_scenario
         store = RunStore(self.path)
-        self.run_id = begin(store, SCENARIO, self.config, get_scenario(SCENARIO).code_version(), self.name)
+        self.run_id = begin(store, SCENARIO, self.config, get_scenario(SCENARIO).code_version(), self.name,
+                            self.started_at)
         self._store = store
 
     def _take(self) -> tuple[list, list]:
