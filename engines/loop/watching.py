@@ -246,8 +246,9 @@ class ModuleWatch:
         grads = [math.sqrt(v) / scale for v in squares[0]]
         weights, moved = [math.sqrt(v) for v in squares[1]], [math.sqrt(v) for v in squares[2]]
         tiny = [i for i, v in enumerate(grads) if v <= TINY]
-        if tiny:  # their squares may have underflowed in float32: a second transfer, only then
-            grads = [dict(zip(tiny, self._refined(tiny))).get(i, v) for i, v in enumerate(grads)]
+        if tiny:  # their squares may have underflowed in float32: a second transfer, only then (and once)
+            for i, refined in zip(tiny, self._refined(tiny)):
+                grads[i] = refined
         row.update(zip(self._names_of("grad_norm"), grads))
         row.update(zip(self._names_of("weight_norm"), weights))
         # a step from all-zero weights has no ratio

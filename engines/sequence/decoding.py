@@ -56,5 +56,5 @@ class Cache:
                 self.values.append(v)
             mixed = F.scaled_dot_product_attention(q, self.keys[i], self.values[i], is_causal=causal)
             h = h + block.attention.out(mixed.transpose(1, 2).flatten(2))
-            h = h + block.down(block.act(block.up(block.norm2(h))))
+            h = h + block.feedforward(h)
         return self.model.head(self.model.norm(h))  # (batch, new, vocab)

@@ -73,7 +73,11 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.norm1(x))
-        return x + self.down(self.act(self.up(self.norm2(x))))  # (batch, seq, d_model)
+        return x + self.feedforward(x)  # (batch, seq, d_model)
+
+    def feedforward(self, x: torch.Tensor) -> torch.Tensor:
+        """The MLP branch, added to the residual stream after attention's."""
+        return self.down(self.act(self.up(self.norm2(x))))
 
 
 class TinyLM(nn.Module):

@@ -55,7 +55,7 @@ class Recorder:
         loss = metrics.get("loss")
         self.steps = max(self.steps, step + 1)
         if loss is not None:
-            self.last_loss = (step, float(loss))
+            self.last_loss = (step, loss)
             if not math.isfinite(loss) and self.diverged_at is None:  # a result, not a crash of the script
                 self.diverged_at = step
                 metrics["diverged"] = 1.0
