@@ -4,9 +4,11 @@
 
 One intra-op thread; every variant trains the same model (fresh, same seed), on the same batches,
 with the same optimizer. Each round runs every variant once, in turn (interleaved, so a slower
-minute of the machine hits them all), after one untimed warm-up round; a variant's time is its
-median over rounds. The table gives ms per step and the ratio to the bare loop's, in wall time and
-in the process's CPU time (which counts the store writer's thread too).
+minute of the machine hits them all), after one untimed warm-up round. The table gives a variant's
+median ms per step over rounds, and its ratio to the bare loop as the median over rounds of its
+time ÷ the bare loop's time in the same round (paired: on a host whose speed drifts between rounds
+this spreads less than a ratio of the two medians), in wall time and in the process's CPU time
+(which counts the store writer's thread too); `spread` is the middle half of the paired wall ratios.
 
 Variants:
 - bare: forward, backward, step, zero_grad;
@@ -167,8 +169,8 @@ VARIANTS = {"bare loop": bare, "watch every=1": watched(1), "watch every=10": wa
             "TensorBoard per-layer scalars": tensorboard_scalars}
 
 
-def measure(model_name: str, steps: int, rounds: int, device: str) -> dict[str, tuple[float, float]]:
-    """variant -> (median wall s/step, median CPU s/step)."""
+def measure(model_name: str, steps: int, rounds: int, device: str) -> dict[str, list[tuple[float, float]]]:
+    """variant -> (wall s/step, CPU s/step) of every timed round, in round order."""
     data = batches(model_name, steps, device)
     names = [n for n in VARIANTS if (model_name == "mlp" or "scenario" not in n)
              and ("TensorBoard" not in n or tensorboard_available())]
@@ -187,7 +189,17 @@ def measure(model_name: str, steps: int, rounds: int, device: str) -> dict[str, 
             getattr(VARIANTS[name], "finish", lambda: None)()
             if round_:  # round 0 warms up (imports, the store, allocator)
                 times[name].append((wall / steps, cpu / steps))
-    return {name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for name, t in times.items()}
+    return times
+
+
+def paired(times: list[tuple[float, float]], bare: list[tuple[float, float]], which: int) -> list[float]:
+    """Each round's ratio to the bare loop's time in the same round (which: 0 wall, 1 CPU)."""
+    return [t[which] / b[which] for t, b in zip(times, bare)]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    low, _, high = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0], None, values[0])
+    return low, high
 
 
 def main() -> None:
@@ -204,10 +216,13 @@ def main() -> None:
         print("TensorBoard row left out: the tensorboard package is not installed")
     for model_name in args.models.split(","):
         results = measure(model_name, args.steps, args.rounds, args.device)
-        bare_wall, bare_cpu = results["bare loop"]
-        print(f"\n{model_name}\n| variant | ms/step | × bare (wall) | × bare (CPU) |\n|---|---|---|---|")
-        for name, (wall, cpu) in results.items():
-            print(f"| {name} | {1e3 * wall:.3f} | {wall / bare_wall:.2f} | {cpu / bare_cpu:.2f} |")
+        bare = results["bare loop"]
+        print(f"\n{model_name}\n| variant | ms/step | × bare (wall) | spread | × bare (CPU) |\n|---|---|---|---|---|")
+        for name, times in results.items():
+            walls = paired(times, bare, 0)
+            low, high = quartiles(walls)
+            print(f"| {name} | {1e3 * statistics.median(w for w, _ in times):.3f} | {statistics.median(walls):.2f} | "
+                  f"{low:.2f}–{high:.2f} | {statistics.median(paired(times, bare, 1)):.2f} |")
 
 
 if __name__ == "__main__":
