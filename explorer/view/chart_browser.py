@@ -32,6 +32,11 @@ function themed(layout, element) {
   return wrapTitle(layout, element);
 }
 
+// The mode bar (zoom, pan, reset, download: CONFIG below) shows on hover in the chart's top right
+// corner, MODEBAR_PX wide and MODEBAR_BAND_PX tall. A centred title long enough to reach under it is
+// hung below that band, the top margin growing by as much, so the bar never covers its end.
+const MODEBAR_PX = 150, MODEBAR_BAND_PX = 30;
+
 // A title wider than its chart (half the page on a narrow screen) would run into its neighbour's:
 // it wraps onto as few lines as fit, of even lengths, and the top margin grows by a line for each.
 function wrapTitle(layout, element) {
@@ -44,7 +49,18 @@ function wrapTitle(layout, element) {
   const measure = wrapTitle.context = wrapTitle.context || document.createElement("canvas").getContext("2d");
   measure.font = size + "px " + ((layout.font && layout.font.family) || "sans-serif");
   const room = width - 40;
-  if (measure.measureText(text).width <= room) return layout;
+  const top = (layout.margin && layout.margin.t) || 100;
+  const underBar = (lineWidth) => (width + lineWidth) / 2 > width - MODEBAR_PX;  // its centred end reaches the bar
+  if (measure.measureText(text).width <= room) {
+    if (!underBar(measure.measureText(text).width)) return layout;
+    // one line, hung below the bar (its glyphs start ~5 px below the pad; plotly had put its baseline at the
+    // margin's middle, its top ~0.8 size above): the margin grows by at least the distance it moved
+    const pad = MODEBAR_BAND_PX + Math.round(size / 3);
+    const shift = Math.max(0, pad - Math.round(top / 2 - 0.8 * size));
+    layout.title = Object.assign({}, title, {yref: "container", y: 1, yanchor: "top", pad: {t: pad}});
+    layout.margin = Object.assign({}, layout.margin, {t: top + shift});
+    return layout;
+  }
   const words = text.split(" ").filter((word) => word);
   if (words.length < 2) return layout;
   const fill = (most) => {  // words onto lines of at most `most` px (a longer word alone on its line)
@@ -65,11 +81,12 @@ function wrapTitle(layout, element) {
   }
   lines = fill(high);
   // hung from the top of the chart, so its lines grow down into the added margin, never into the
-  // subplot titles just above the plots
-  layout.title = Object.assign({}, title, {text: lines.join("<br>"),
-                                           yref: "container", y: 1, yanchor: "top", pad: {t: 8 + Math.round(size / 2)}});
-  layout.margin = Object.assign({}, layout.margin,
-                                {t: ((layout.margin && layout.margin.t) || 100) + (lines.length - 1) * (size + 4)});
+  // subplot titles just above the plots; below the mode bar's band where a line reaches under it (the first
+  // line's glyphs start ~a size below a wrapped title's pad)
+  const hung = 8 + Math.round(size / 2);
+  const pad = underBar(Math.max(...lines.map((line) => measure.measureText(line).width))) ? MODEBAR_BAND_PX + size : hung;
+  layout.title = Object.assign({}, title, {text: lines.join("<br>"), yref: "container", y: 1, yanchor: "top", pad: {t: pad}});
+  layout.margin = Object.assign({}, layout.margin, {t: top + (lines.length - 1) * (size + 4) + Math.max(0, pad - hung)});
   return layout;
 }
 

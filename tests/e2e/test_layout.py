@@ -91,14 +91,17 @@ def test_home_cards_line_up_and_a_term_opens_its_glossary_entry(laptop, app_url)
 
 TITLE_BOX_JS = """name => { const c = document.querySelector(`div.explorer-chart[data-name="${name}"]`);
   const box = c.getBoundingClientRect(), title = c.querySelector('.gtitle').getBoundingClientRect();
+  const bar = c.querySelector('.modebar').getBoundingClientRect();
   return {lines: c.querySelectorAll('.gtitle tspan.line').length, left: title.left - box.left,
-          right: box.right - title.right}; }"""
+          right: box.right - title.right, top: title.top - box.top, bar_bottom: bar.bottom - box.top,
+          bar_left: bar.left - box.left, title_right: title.right - box.left}; }"""
 
 
 def test_charts_stack_where_the_grid_is_narrow_and_a_long_title_wraps_inside_its_chart(browser, app_url):
     """compositional's first title (~130 characters) ran off both sides of its half-width chart at 1280 px,
     and at 1000 px with the sidebar open two charts to a row left each ~300 px wide: now the title wraps
-    onto as many lines as it needs, and below a grid of 760 px the charts take a row each."""
+    onto as many lines as it needs, and below a grid of 760 px the charts take a row each. The mode bar shown
+    on hover (top right) covered the end of its first line: the title now hangs below the bar's band."""
     from urllib.parse import urlencode
 
     from browser_helpers import chart, wait_done
@@ -125,7 +128,9 @@ def test_charts_stack_where_the_grid_is_narrow_and_a_long_title_wraps_inside_its
                 assert two["y"] >= one["y"] + one["height"] - 1 and one["width"] > 0.95 * grid["width"], (one, two, grid)
             else:
                 assert abs(two["y"] - one["y"]) < 2 and one["width"] < 0.55 * grid["width"], (width, one, two, grid)
+            first.hover()  # the mode bar shows
             title = page.evaluate(TITLE_BOX_JS, "exact")
             assert title["left"] >= 0 and title["right"] >= 0 and title["lines"] >= 2, (width, title)
+            assert title["top"] >= title["bar_bottom"] or title["title_right"] <= title["bar_left"], (width, title)
     finally:
         context.close()
