@@ -51,9 +51,10 @@ function wrapTitle(layout, element) {
   const room = width - 40;
   const top = (layout.margin && layout.margin.t) || 100;
   const underBar = (lineWidth) => (width + lineWidth) / 2 > width - MODEBAR_PX;  // its centred end reaches the bar
-  if (measure.measureText(text).width <= room) {
-    if (!underBar(measure.measureText(text).width)) return layout;
-    // one line, hung below the bar (its glyphs start ~5 px below the pad; plotly had put its baseline at the
+  const oneLine = measure.measureText(text).width;
+  if (oneLine <= room) {
+    if (!underBar(oneLine)) return layout;
+    // one line, hung below the bar (its glyphs start ~5 px above the pad; plotly had put its baseline at the
     // margin's middle, its top ~0.8 size above): the margin grows by at least the distance it moved
     const pad = MODEBAR_BAND_PX + Math.round(size / 3);
     const shift = Math.max(0, pad - Math.round(top / 2 - 0.8 * size));
@@ -82,7 +83,7 @@ function wrapTitle(layout, element) {
   lines = fill(high);
   // hung from the top of the chart, so its lines grow down into the added margin, never into the
   // subplot titles just above the plots; below the mode bar's band where a line reaches under it (the first
-  // line's glyphs start ~a size below a wrapped title's pad)
+  // line's glyphs start ~a size above a wrapped title's pad)
   const hung = 8 + Math.round(size / 2);
   const pad = underBar(Math.max(...lines.map((line) => measure.measureText(line).width))) ? MODEBAR_BAND_PX + size : hung;
   layout.title = Object.assign({}, title, {text: lines.join("<br>"), yref: "container", y: 1, yanchor: "top", pad: {t: pad}});
