@@ -18,6 +18,13 @@ Before Run the page says the estimate (`estimate_note`); Run on a large config a
 
 Opening a page (a link, a reload, the Runs page) is not a move: it shows what the store
 holds and waits.
+
+A page run may be cut short at any access to `st.session_state` (Streamlit checks there for a newer
+rerun request, e.g. the live status component's, and ends the run). So a move is marked as seen only
+after everything it asks for is done (the old run stopped, the pending auto-run written, the new run
+started), and a pending auto-run is dropped only after its run has started: a run cut short in between
+leaves the move unseen, and the next run acts on it again. (Seen once in CI before this order: the old
+run stopped, no pending auto-run written, the new settings never ran.)
 """
 import json
 import time
@@ -115,10 +122,19 @@ def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: i
 
     `config` is None when the settings cannot run (invalid, or refused here); `runnable` is
     False while the workers have not yet said what this machine offers (a move then waits)."""
-    key, seen_key = handle_key(scenario), f"seen:{scenario.id}"
+    seen_key = f"seen:{scenario.id}"
     now = None if config is None else signature(scenario, config, repeat)
     previous = now if entered else st.session_state.get(seen_key, now)
-    st.session_state[seen_key] = now
+    pending = _act(scenario, config, now, previous, repeat, runnable=runnable, auto=auto, too_large=too_large,
+                   start=start)
+    st.session_state[seen_key] = now  # last: a run cut short before here acts on the move again (module doc)
+    return pending
+
+
+def _act(scenario: Scenario, config: ScenarioConfig | None, now: str | None, previous: str | None, repeat: int, *,
+         runnable: bool, auto: bool, too_large: bool, start: Callable[[], object]) -> Pending | None:
+    """`follow_settings` but the mark of what was seen: each step here may be done again by the next run."""
+    key = handle_key(scenario)
     handle = st.session_state.get(key)
     if now is None:
         st.session_state.pop(pending_key(scenario), None)
@@ -147,7 +163,7 @@ def follow_settings(scenario: Scenario, config: ScenarioConfig | None, repeat: i
         st.session_state.pop(pending_key(scenario), None)
         return None
     if runnable and pending.due():
-        st.session_state.pop(pending_key(scenario), None)
-        start()
+        start()  # keeps its handle even where this run is cut short (scenario_page.start)
+        st.session_state.pop(pending_key(scenario), None)  # after: the next run would find the handle's config
         return None
     return pending

@@ -42,10 +42,12 @@ PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause
 STARTING_TICK_S = 0.5     # how often a page looks whether the workers are up: each look is a script
                           # run the browser re-renders, on the cores the starting workers need
 BUTTON_PX = 110           # Run and Stop keep this width; the row wraps on a narrow window
+LAUNCHED = "launched"     # scenario id -> the handle of a run started but not yet kept by the session (start)
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
     restored = url.restore(scenario)  # before any widget is drawn
+    adopt_launched(scenario)
     st.title(scenario.title)
     st.markdown(f"_{scenario.question}_")
     pool = worker_pool()
@@ -201,7 +203,13 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
 
 
 def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
-    """Start one run, or a group of `repeat` seeds; keep its handle in the session."""
+    """Start one run, or a group of `repeat` seeds; keep its handle in the session.
+
+    A page run may be cut short at any `st.session_state` access (explorer/page/autorun.py). The handle
+    goes first into `LAUNCHED`'s dict, a plain dict that is no such point, and then into the session:
+    a run cut short between the two leaves it there, and the next page run takes it (`adopt_launched`),
+    where it would otherwise train unseen while the page showed the run before."""
+    launched = st.session_state.setdefault(LAUNCHED, {})  # before anything starts
     pool = worker_pool()
     if repeat > 1:
         session = session_id()
@@ -210,9 +218,21 @@ def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: boo
         handle = SeedGroup.start(scenario, config, repeat, starter, together)
     else:
         handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
+    launched[scenario.id] = handle
     st.session_state[handle_key(scenario)] = handle
+    launched.pop(scenario.id, None)
     handle.wait_for_first_record(FIRST_POINT_WAIT_S, FIRST_STEPS)
     return handle
+
+
+def adopt_launched(scenario: Scenario) -> None:
+    """At the start of a page run: the handle of a run that `start` began in a page run cut short before
+    the session kept it becomes the page's run (then a moved setting supersedes it as any other)."""
+    launched = st.session_state.get(LAUNCHED)
+    handle = launched.get(scenario.id) if launched else None
+    if handle is not None:
+        st.session_state[handle_key(scenario)] = handle
+        launched.pop(scenario.id, None)  # only once the session has it
 
 
 def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
