@@ -1,4 +1,4 @@
-"""A page run cut short at any session-state access never loses a moved setting's auto-run.
+"""A page run cut short at any session-state access never loses a moved setting's auto-run, nor a link's settings.
 
 Streamlit ends a script run at its next `st.session_state` access once a newer rerun is asked for (the
 live status component asks when a run's first charts come or it ends). Seen once in CI: the old run
@@ -150,3 +150,37 @@ def test_a_page_run_cut_short_at_any_session_access_still_starts_the_new_setting
         assert started[0].config == NEW, f"{where}: started {started[0].config}"
         assert dict.get(state, handle_key(SCENARIO)) is started[0], f"{where}: the page does not show the new run"
         assert autorun.pending_key(SCENARIO) not in dict.keys(state), f"{where}: an auto-run still waits"
+
+
+def test_a_shared_link_entered_by_a_page_run_cut_short_is_restored_by_the_next(monkeypatch) -> None:
+    """Opening a link seeds the widgets from the URL once, on entering the page: the page is marked as
+    entered only after the seeding, so a cut-short entry seeds again on the next run."""
+    from explorer.page import share, url
+    from explorer.page.controls import widget_key
+    link = {"depth": "5", "steps": "20"}
+    state = SessionState()
+    fake_st = types.SimpleNamespace(session_state=state, query_params=link)
+    for module in (url, share):
+        monkeypatch.setattr(module, "st", fake_st)
+    monkeypatch.setattr(url, "run_store", lambda: None)
+
+    def enter(cut_at: int | None) -> tuple[object, int]:
+        state.accesses, state.cut_at = 0, cut_at
+        try:
+            return url.restore(SCENARIO), state.accesses
+        except CutShort:
+            return None, state.accesses
+        finally:
+            state.cut_at = None
+
+    state.update({url.PAGE_KEY: "home"})
+    restored, accesses = enter(None)
+    assert restored is not None and accesses >= 3, (restored, accesses)
+    for cut_at in range(1, accesses + 1):
+        state.clear()
+        state.update({url.PAGE_KEY: "home"})
+        enter(cut_at)
+        enter(None)  # the rerun that cut it short
+        seeded = {name: dict.get(state, widget_key(SCENARIO, name)) for name in ("depth", "steps")}
+        assert seeded == {"depth": 5, "steps": 20}, f"entry cut short at session access {cut_at} of {accesses}: {seeded}"
+        assert enter(None)[0] is None, f"cut at {cut_at}: a third run of the page restored the link again"

@@ -105,7 +105,8 @@ def restore(scenario: Scenario) -> Restored | None:
     Returns what was read, or None.
     """
     params = _query()
-    if not mark_page(scenario.id) or not params:
+    if st.session_state.get(PAGE_KEY) == scenario.id or not params:
+        mark_page(scenario.id)
         return None
     restored = parse_query(scenario, params)
     for name, spec in scenario.field_specs().items():
@@ -114,6 +115,7 @@ def restore(scenario: Scenario) -> Restored | None:
     if restored.warnings:
         shown_for = config_query(scenario.validate(restored.values))
         st.session_state[_warnings_key(scenario)] = (restored.warnings, shown_for)
+    mark_page(scenario.id)  # last: a run cut short at a session-state access before here restores again
     return restored
 
 
