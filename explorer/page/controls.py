@@ -103,13 +103,15 @@ def page_entered(page_id: str) -> None:
     """A run of page `page_id`: when the last one drawn was another page, its widgets were
     unmounted, so every widget is seeded again until drawn (see `seed_state`)."""
     if st.session_state.get("page-drawn") != page_id:
-        st.session_state["page-drawn"] = page_id
         for key in [k for k in st.session_state if str(k).startswith("drawn-widget:")]:
             del st.session_state[key]
+        st.session_state["page-drawn"] = page_id  # last: a run cut short before here (explorer/page/autorun.py) does it again
 
 
 def widgets_shown() -> None:
     """The page run that drew the seeded widgets has reached its end: they are on the page with their
     values, and are not written again (see `seed_state`)."""
-    for key in st.session_state.pop("widgets-drawing", set()):
+    drawing = st.session_state.get("widgets-drawing", set())
+    for key in drawing:
         st.session_state[f"drawn-widget:{key}"] = True
+    st.session_state.pop("widgets-drawing", None)  # last, as above

@@ -241,7 +241,7 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
     current = st.session_state.get(key)
     if current is not None and current.running:
         return  # never replace a run in progress
-    run_id = st.session_state.pop(f"open-run:{scenario.id}", None)
+    run_id = st.session_state.get(f"open-run:{scenario.id}")
     stored = run_store().get(run_id) if run_id else None
     if stored is not None and stored.scenario == scenario.id:
         st.session_state[key] = RunHandle.from_stored(scenario, stored, run_store())
@@ -249,6 +249,7 @@ def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
         handle = stored_handle(scenario, config)
         if handle is not None:
             st.session_state[key] = handle
+    st.session_state.pop(f"open-run:{scenario.id}", None)  # once it is shown (a run cut short shows it again)
 
 
 def seed_controls(scenario: Scenario) -> tuple[int, str]:
