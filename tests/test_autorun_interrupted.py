@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from explorer.page import autorun, scenario_page
+from explorer.page import autorun, starting
 from explorer.view.live import handle_key
 from scenarios import get_scenario
 
@@ -87,19 +87,19 @@ class Clock:
 
 @pytest.fixture
 def page(monkeypatch):
-    """The page's state, clock and started runs, with `autorun` and `scenario_page.start` reading them."""
+    """The page's state, clock and started runs, with `autorun` and `starting.start` reading them."""
     state, clock, started = SessionState(), Clock(), []
     fake_st = types.SimpleNamespace(session_state=state)
     monkeypatch.setattr(autorun, "st", fake_st)
-    monkeypatch.setattr(scenario_page, "st", fake_st)
+    monkeypatch.setattr(starting, "st", fake_st)
     monkeypatch.setattr(autorun, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     monkeypatch.setattr(autorun, "stored_handle", lambda scenario, config: None)
-    monkeypatch.setattr(scenario_page, "worker_pool", lambda: None)
+    monkeypatch.setattr(starting, "worker_pool", lambda: None)
 
     def start_or_load(scenario, config, fresh, pool):
         started.append(Handle(config))
         return started[-1]
-    monkeypatch.setattr(scenario_page, "start_or_load", start_or_load)
+    monkeypatch.setattr(starting, "start_or_load", start_or_load)
     return state, clock, started
 
 
@@ -108,9 +108,9 @@ def page_run(state: SessionState, config, cut_at: int | None = None) -> int:
     settings), cut short at its `cut_at`-th session-state access; how many accesses it made."""
     state.accesses, state.cut_at = 0, cut_at
     try:
-        scenario_page.adopt_launched(SCENARIO)
+        starting.adopt_launched(SCENARIO)
         autorun.follow_settings(SCENARIO, config, 1, runnable=True, auto=True, too_large=False, entered=False,
-                                start=lambda: scenario_page.start(SCENARIO, config, 1, fresh=False))
+                                start=lambda: starting.start(SCENARIO, config, 1, fresh=False))
     except CutShort:
         pass
     finally:

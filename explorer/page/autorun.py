@@ -163,7 +163,7 @@ def _act(scenario: Scenario, config: ScenarioConfig | None, now: str | None, pre
         st.session_state.pop(pending_key(scenario), None)
         return None
     if runnable and pending.due():
-        start()  # keeps its handle even where this run is cut short (scenario_page.start)
+        start()  # keeps its handle even where this run is cut short (explorer/page/starting.py)
         st.session_state.pop(pending_key(scenario), None)  # after: the next run would find the handle's config
         return None
     return pending

@@ -21,13 +21,12 @@ from explorer.page.compare_panel import compare_panel, selected_overlays
 from explorer.page.controls import config_controls, seed_state, widget_key, widgets_shown, within_bounds
 from explorer.page.export_panel import export_panel
 from explorer.page.glossary_page import term_links
-from explorer.page.session import (backend_caption, run_store, session_id, start_or_load, stored_handle, use_local_pool,
-                                   warm_figures, worker_pool)
+from explorer.page.session import backend_caption, run_store, stored_handle, use_local_pool, warm_figures, worker_pool
 from explorer.page.run_note import run_note
 from explorer.page.share import MAX_SEEDS
+from explorer.page.starting import adopt_launched, start
 from explorer.plaintext import plain
 from explorer.runs.handle import RunHandle
-from explorer.runs.seeded import start_seeds_or_load
 from explorer.view import feed
 from explorer.view.chart import preload
 from explorer.view.line_controls import line_controls
@@ -35,14 +34,10 @@ from explorer.view.live import charts_view, drawn_key, handle_key, shapes_key, s
 from explorer.view.seeds import BANDS, SeedGroup
 from scenarios.base import ConfigError, Scenario, ScenarioConfig
 
-FIRST_POINT_WAIT_S = 0.5  # on Run, wait this long at most for the first records, so the first draw has points
-FIRST_STEPS = 2           # ... of two steps: one point of a line shows nothing (and the first build then
-                          # spent the quick rebuilds' CPU on charts that stayed empty)
 PENDING_TICK_S = 0.1      # how often a waiting auto-run looks whether its pause is over
 STARTING_TICK_S = 0.5     # how often a page looks whether the workers are up: each look is a script
                           # run the browser re-renders, on the cores the starting workers need
 BUTTON_PX = 110           # Run and Stop keep this width; the row wraps on a narrow window
-LAUNCHED = "launched"     # scenario id -> the handle of a run started but not yet kept by the session (start)
 
 
 def render_scenario(scenario: Scenario, glossary_page: st.Page | None = None) -> None:
@@ -200,39 +195,6 @@ def checked(scenario: Scenario, values: dict[str, Any], machine) -> tuple[Scenar
         return None, str(error)
     refusal = scenario.refusal(config, machine) if machine is not None else None
     return config, refusal
-
-
-def start(scenario: Scenario, config: ScenarioConfig, repeat: int, *, fresh: bool) -> RunHandle | SeedGroup:
-    """Start one run, or a group of `repeat` seeds; keep its handle in the session.
-
-    A page run may be cut short at any `st.session_state` access (explorer/page/autorun.py). The handle
-    goes first into `LAUNCHED`'s dict, a plain dict that is no such point, and then into the session:
-    a run cut short between the two leaves it there, and the next page run takes it (`adopt_launched`),
-    where it would otherwise train unseen while the page showed the run before."""
-    launched = st.session_state.setdefault(LAUNCHED, {})  # before anything starts
-    pool = worker_pool()
-    if repeat > 1:
-        session = session_id()
-        starter = functools.partial(start_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
-        together = functools.partial(start_seeds_or_load, fresh=fresh, store=run_store(), pool=pool, session=session)
-        handle = SeedGroup.start(scenario, config, repeat, starter, together)
-    else:
-        handle = start_or_load(scenario, config, fresh=fresh, pool=pool)
-    launched[scenario.id] = handle
-    st.session_state[handle_key(scenario)] = handle
-    launched.pop(scenario.id, None)
-    handle.wait_for_first_record(FIRST_POINT_WAIT_S, FIRST_STEPS)
-    return handle
-
-
-def adopt_launched(scenario: Scenario) -> None:
-    """At the start of a page run: the handle of a run that `start` began in a page run cut short before
-    the session kept it becomes the page's run (then a moved setting supersedes it as any other)."""
-    launched = st.session_state.get(LAUNCHED)
-    handle = launched.get(scenario.id) if launched else None
-    if handle is not None:
-        st.session_state[handle_key(scenario)] = handle
-        launched.pop(scenario.id, None)  # only once the session has it
 
 
 def show_stored(scenario: Scenario, config: ScenarioConfig) -> None:
