@@ -85,13 +85,13 @@ def pick_run(runs: list[StoredRun]) -> StoredRun:
     by_id = {r.run_id: r for r in runs}
     asked = st.query_params.get(RUN)
     if asked and asked != st.session_state.get("watched:asked"):
-        st.session_state["watched:asked"] = asked
         if asked in by_id:
             st.session_state["watched:run"] = asked
             compared = [r for r in st.query_params.get(COMPARE, "").split(",") if r in by_id and r != asked]
             st.session_state[overlay_key(get_scenario("watched"))] = compared
         else:
             st.warning(plain(f"The link names run {asked}, which this run store does not hold; showing the newest."))
+        st.session_state["watched:asked"] = asked  # last: a page run cut short before here (autorun.py) does it again
     if st.session_state.get("watched:run") not in by_id:
         st.session_state["watched:run"] = runs[0].run_id
     chosen = st.selectbox("Run", list(by_id), format_func=lambda rid: describe(by_id[rid]), key="watched:run")
