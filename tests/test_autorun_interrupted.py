@@ -130,7 +130,8 @@ def move(page, cut: str, cut_at: int | None) -> tuple[Handle, int]:
     clock.now += 0.1
     page_run(state, NEW)  # the rerun asked for meanwhile (the one that cut the move's run short)
     clock.now += 1.0      # past the pause: this page run starts the new settings...
-    made = page_run(state, NEW, cut_at if cut == "start" else None) if cut == "start" else made
+    starting_made = page_run(state, NEW, cut_at if cut == "start" else None)
+    made = starting_made if cut == "start" else made
     for _ in range(3):    # ...or the ones after it
         clock.now += 1.0
         page_run(state, NEW)
