@@ -130,10 +130,10 @@ class RlvrGrpo(Scenario):
                     floats=config.prompts * config.group * config.max_len * 64 * 13)
 
     def phases(self, config: Config) -> list[list[Arm]]:
-        from engines.rl import grpo
+        from engines.rl import digit_sum, grpo
         from engines.sequence.lm import LMSpec
-        task = grpo.Task.make(config.bits, config.max_len, HELDOUT_SHARE, config.seed)
-        spec = LMSpec(grpo.VOCAB, context=config.bits + 1 + config.max_len, seed=config.seed, **LM)
+        task = digit_sum.Task.make(config.bits, config.max_len, HELDOUT_SHARE, config.seed)
+        spec = LMSpec(digit_sum.VOCAB, context=config.bits + 1 + config.max_len, seed=config.seed, **LM)
         built: dict = {}
         warm = grpo.warm_start(task, spec, config.warm_steps, WARM_LR, WARM_BATCH, config.seed,
                                max(1, config.warm_steps // 10), built, fill=config.fill)
@@ -171,6 +171,7 @@ class RlvrGrpo(Scenario):
         return Figures({
             "accuracy": lambda: look.accuracy_figure(records, colors, config.bits),
             "length": lambda: look.length_figure(records, colors),
+            "answer_place": lambda: look.place_figure(records, colors, config.bits),
             "prompt_weight": lambda: look.weight_figure(records, colors),
             "zero_signal": lambda: look.signal_figure(records, colors, config.group),
             "kl_clip": lambda: look.kl_figure(records, colors, config.clip),

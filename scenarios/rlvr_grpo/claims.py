@@ -8,7 +8,7 @@ from collections.abc import Callable
 from scenarios.claims import Computed
 from scenarios.explanation import Explanation, Sentence, join, say
 from scenarios.records import Records
-from scenarios.rlvr_grpo.figures import DR, GRPO, POLICIES, WARM, chance, weights
+from scenarios.rlvr_grpo.figures import DR, GRPO, POLICIES, WARM, chance, places, weights, where
 
 Compute = Callable[[Records], float | None]
 
@@ -169,6 +169,74 @@ def length_contrast(records: Records) -> Sentence | None:
                *gaps, more)
 
 
+# --- where the answers sit --------------------------------------------------------------------------------
+def modal_place(arm: str) -> Compute:
+    """The k after which the arm wrote most of its sampled held-out answers at its last evaluation."""
+    def compute(records: Records) -> float | None:
+        ks, shares, _ = where(records, arm)
+        return None if not ks or None in shares else float(ks[max(range(len(ks)), key=lambda i: shares[i])])
+    return compute
+
+
+def share_at_modal(arm: str) -> Compute:
+    def compute(records: Records) -> float | None:
+        k = modal_place(arm)(records)
+        return None if k is None else records.last(arm, f"answer_at/{k:.0f}")
+    return compute
+
+
+def forced_at_modal(arm: str) -> Compute:
+    def compute(records: Records) -> float | None:
+        k = modal_place(arm)(records)
+        return None if k is None else records.last(arm, f"forced_at/{k:.0f}")
+    return compute
+
+
+def mean_place(arm: str, last: bool) -> Compute:
+    """Σ k·share / Σ share over the answered held-out samples, at the arm's first or last evaluation."""
+    def compute(records: Records) -> float | None:
+        ks = places(records, arm)
+        if not ks:
+            return None
+        pick = records.last if last else records.first
+        shares = [pick(arm, f"answer_at/{k}") for k in ks]
+        if None in shares or sum(shares) == 0:
+            return None
+        return sum(k * v for k, v in zip(ks, shares)) / sum(shares)
+    return compute
+
+
+def answer_places(records: Records) -> Sentence | None:
+    """Each arm's commonest answer place with its share and its greedy accuracy there, the accuracy right after
+    '=', and the mean place at the first and last evaluation: the length sentences' lengths are these places + 2."""
+    parts, right_after, moves = [], [], []
+    for arm in POLICIES:
+        k = number(records, modal_place(arm), shown=lambda v: f"{v:.0f}")
+        share = number(records, share_at_modal(arm), shown=percent)
+        there = number(records, forced_at_modal(arm), shown=percent)
+        at_equals = number(records, lambda r, a=arm: r.last(a, "forced_at/0"), shown=percent)
+        start, end = (number(records, mean_place(arm, last), shown=lambda v: f"{v:.2f}") for last in (False, True))
+        if None in (k, share, there, at_equals, start, end):
+            continue
+        tokens = "token" if k.value == 1 else "tokens"
+        parts.append(say(f"{arm} wrote {{}} of its sampled answers after {{}} {tokens} (greedy accuracy there {{}})",
+                         share, k, there))
+        right_after.append(say(f"{{}} under {arm}", at_equals))
+        moves.append(say(f"{arm} {{}} → {{}}", start, end))
+    if not parts:
+        return None
+    warm = number(records, lambda r: r.last(WARM, "forced_at/0"), shown=percent)
+    warm_part = say(" (warm start {})", warm) if warm is not None else Sentence("")
+    body = join(*parts, sep="; ")
+    at_equals = join(*right_after, sep=" and ")
+    moved = join(*moves, sep=", ")
+    return Sentence(f"Where the answers sit, at each arm's last evaluation of held-out prompts: {body.text}. Made to "
+                    f"answer right after '=', greedy accuracy is {at_equals.text}{warm_part.text}. Mean tokens before "
+                    f"an answer, first evaluation → last: {moved.text}. An answered response's length is that place "
+                    "+ 2 (the answer, then EOS), so the lengths above move as the answers do.",
+                    body.claims + at_equals.claims + warm_part.claims + moved.claims)
+
+
 # --- beside rlhf-ppo and dpo-beta ------------------------------------------------------------------------
 def beside_ppo(records: Records) -> Sentence | None:
     reward = number(records, late_mean(GRPO, "reward"), shown=percent)
@@ -195,6 +263,6 @@ def explanation(records: Records, config) -> Explanation:
     if first is None:
         return Explanation(waiting="Warm start: teaching the format with random answers; GRPO's first records follow.")
     details = [length(records, GRPO, "each answer's loss ÷ its length |o|, advantages ÷ the group's std"),
-               length(records, DR, "neither division"), length_contrast(records),
+               length(records, DR, "neither division"), length_contrast(records), answer_places(records),
                zero_gradient(records), weight(records), saturated(records), beside_ppo(records), beside_dpo(records)]
     return Explanation(first, tuple(s for s in details if s is not None))

@@ -1,5 +1,6 @@
-"""RLVR with GRPO, drawn: held-out accuracy, the length of wrong and right answers, each prompt's gradient
-weight against 1/√(p(1 − p)), the groups that carried no signal, KL and clip, and the warm start."""
+"""RLVR with GRPO, drawn: held-out accuracy, the length of wrong and right answers, where the answers sit
+(after how many tokens, and how accurate each place is), each prompt's gradient weight against
+1/√(p(1 − p)), the groups that carried no signal, KL and clip, and the warm start."""
 import math
 
 import plotly.graph_objects as go
@@ -55,6 +56,47 @@ def length_figure(records: Records, palette: dict[str, str]) -> go.Figure:
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return layout(fig, "Response length: wrong vs right answers (training samples)", "policy update",
                   "mean tokens per response |o|")
+
+
+def places(records: Records, arm: str) -> list[int]:
+    """The k of every `answer_at/k` the arm recorded: its answer can come after k tokens, k = 0…max_len − 2."""
+    return sorted(int(m.split("/")[1]) for m in records.metrics(arm) if m.startswith("answer_at/"))
+
+
+def where(records: Records, arm: str) -> tuple[list[int], list[float], list[float]]:
+    """At the arm's last evaluation: k, the share of its sampled held-out answers after k tokens, and its greedy
+    accuracy when made to answer after k fillers."""
+    ks = places(records, arm)
+    return ks, [records.last(arm, f"answer_at/{k}") for k in ks], [records.last(arm, f"forced_at/{k}") for k in ks]
+
+
+def place_figure(records: Records, palette: dict[str, str], bits: int) -> go.Figure:
+    """Each arm's last evaluation (the warm start's beside them): the share of sampled held-out answers written
+    after k tokens (bars), and the greedy accuracy when made to answer there (lines). A response's length is
+    its answer's place + 2 (the answer, then EOS): a change of length is a move of the answers."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    for arm in (*POLICIES, WARM):
+        ks, shares, forced = where(records, arm)
+        if not ks:
+            continue
+        step = records.last_step(arm, f"answer_at/{ks[0]}")
+        dash = "dash" if arm == WARM else "solid"
+        fig.add_bar(x=ks, y=shares, name=f"{arm}: share of answers", marker_color=palette[arm], legendgroup=arm,
+                    row=1, col=1, hovertemplate=f"{arm}, step {step}<br>after %{{x}} tokens: %{{y:.0%}} of answers<extra></extra>")
+        fig.add_scatter(x=ks, y=forced, mode="lines+markers", name=f"{arm}: greedy accuracy there", legendgroup=arm,
+                        line=dict(color=palette[arm], dash=dash), row=2, col=1,
+                        hovertemplate=f"{arm}, step {step}<br>made to answer after %{{x}} tokens: %{{y:.0%}} right<extra></extra>")
+    ks = sorted({k for arm in (*POLICIES, WARM) for k in places(records, arm)})
+    if ks:
+        fig.add_scatter(x=[min(ks), max(ks)], y=[chance(bits)] * 2, mode="lines", name=f"chance (1 answer of {bits + 1})",
+                        line=dict(color="gray", dash="dot"), row=2, col=1, hoverinfo="skip")
+    fig.update_yaxes(title_text="share of sampled answers", range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1.02], row=2, col=1)
+    fig.update_xaxes(title_text="tokens before the answer (0: right after '=')", dtick=1, row=2, col=1)
+    fig.update_layout(title="Where the answers sit (held-out prompts, each arm's last evaluation)", barmode="group",
+                      margin=dict(l=60, r=20, t=50, b=50), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
+                      legend_title_text="arm", hovermode="closest")
+    return fig
 
 
 def weights(records: Records) -> list[tuple[int, float, float, float]]:
