@@ -196,7 +196,7 @@ def test_where_the_answers_sit_counts_every_answered_sample_once() -> None:
 def test_forced_accuracy_is_what_greedy_decoding_answers_there() -> None:
     """Where greedy decoding writes k fillers then a digit, that digit is the one `forced_accuracy` reads after k
     fillers (the full pass against the key/value cache): what the place figure's lines measure is what the policy
-    would answer there."""
+    would answer there. One pass over the longest run of fillers gives what a pass per k gives."""
     model, task = warm_model(seed=1)
     responses = digit_sum.sample(model, task.heldout, task.max_len, None, greedy=True)
     answer, lengths = digit_sum.parse(responses)
@@ -210,6 +210,10 @@ def test_forced_accuracy_is_what_greedy_decoding_answers_there() -> None:
                 assert torch.equal(read, answer[rows]), (k, read.tolist(), answer[rows].tolist())
                 checked += len(rows)
     assert checked >= len(task.heldout) // 2, f"only {checked} of {len(task.heldout)} greedy answers after fillers"
+    with torch.no_grad():  # one causal pass reads every k as k separate passes would
+        apart = [(model(torch.cat([task.heldout, torch.full((len(task.heldout), k), digit_sum.FILL)], 1))[:, -1, :10]
+                  .argmax(-1) == task.answers(task.heldout)).double().mean().item() for k in range(task.max_len - 1)]
+    assert digit_sum.forced_accuracy(model, task, task.max_len - 2) == apart, apart
 
 
 def test_the_place_figure_draws_the_recorded_shares_and_accuracies() -> None:

@@ -102,11 +102,13 @@ def token_logps(model: TinyLM, prompts: torch.Tensor, responses: torch.Tensor) -
 
 
 @torch.no_grad()
-def forced_accuracy(model: TinyLM, task: Task, before: int) -> float:
-    """Greedy accuracy on the held-out prompts when made to answer after `before` filler tokens: the
-    likeliest *digit* at that position (what the policy would answer there, had it stopped filling)."""
-    ids = torch.cat([task.heldout, torch.full((len(task.heldout), before), FILL)], 1)
-    return float((model(ids)[:, -1, :DIGITS].argmax(-1) == task.answers(task.heldout)).double().mean())
+def forced_accuracy(model: TinyLM, task: Task, most: int) -> list[float]:
+    """Greedy accuracy on the held-out prompts when made to answer after k = 0…`most` filler tokens: the
+    likeliest *digit* at that position (what the policy would answer there, had it stopped filling). One
+    causal pass over prompt + `most` fillers reads every k: position k sees only the prompt and k fillers."""
+    ids = torch.cat([task.heldout, torch.full((len(task.heldout), most), FILL)], 1)
+    digits = model(ids)[:, task.heldout.shape[1] - 1:, :DIGITS].argmax(-1)  # (n, most + 1)
+    return (digits == task.answers(task.heldout)[:, None]).double().mean(0).tolist()
 
 
 @torch.no_grad()
@@ -124,9 +126,9 @@ def evaluate(model: TinyLM, task: Task, generator: torch.Generator, samples: int
     wrong, right = rewards == 0, rewards == 1
     out = {"heldout/accuracy": float(rewards.mean()), "heldout/greedy_accuracy": float(greedy.mean()),
            "heldout/length": float(lengths.double().mean())}
-    for k in range(task.max_len - 1):
+    for k, forced in enumerate(forced_accuracy(model, task, task.max_len - 2)):
         out[f"answer_at/{k}"] = float((answered & (lengths == k + 2)).double().mean())
-        out[f"forced_at/{k}"] = forced_accuracy(model, task, k)
+        out[f"forced_at/{k}"] = forced
     if wrong.any():
         out["heldout/length_wrong"] = float(lengths[wrong].double().mean())
     if right.any():

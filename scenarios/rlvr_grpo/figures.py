@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from scenarios.plotting import add_curve, layout
+from scenarios.plotting import add_curve, full_width, layout
 from scenarios.records import Records
 
 GRPO, DR, WARM = "GRPO", "Dr. GRPO", "warm start"
@@ -72,31 +72,30 @@ def where(records: Records, arm: str) -> tuple[list[int], list[float], list[floa
 
 def place_figure(records: Records, palette: dict[str, str], bits: int) -> go.Figure:
     """Each arm's last evaluation (the warm start's beside them): the share of sampled held-out answers written
-    after k tokens (bars), and the greedy accuracy when made to answer there (lines). A response's length is
-    its answer's place + 2 (the answer, then EOS): a change of length is a move of the answers."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    after k tokens (bars, left), and the greedy accuracy when made to answer there (lines, right). A response's
+    length is its answer's place + 2 (the answer, then EOS): a change of length is a move of the answers."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("share of sampled answers written after k tokens",
+                                        "greedy accuracy when made to answer after k tokens"))
     for arm in (*POLICIES, WARM):
         ks, shares, forced = where(records, arm)
         if not ks:
             continue
         step = records.last_step(arm, f"answer_at/{ks[0]}")
-        dash = "dash" if arm == WARM else "solid"
         fig.add_bar(x=ks, y=shares, name=f"{arm}: share of answers", marker_color=palette[arm], legendgroup=arm,
                     row=1, col=1, hovertemplate=f"{arm}, step {step}<br>after %{{x}} tokens: %{{y:.0%}} of answers<extra></extra>")
         fig.add_scatter(x=ks, y=forced, mode="lines+markers", name=f"{arm}: greedy accuracy there", legendgroup=arm,
-                        line=dict(color=palette[arm], dash=dash), row=2, col=1,
+                        line=dict(color=palette[arm], dash="dash" if arm == WARM else "solid"), row=1, col=2,
                         hovertemplate=f"{arm}, step {step}<br>made to answer after %{{x}} tokens: %{{y:.0%}} right<extra></extra>")
     ks = sorted({k for arm in (*POLICIES, WARM) for k in places(records, arm)})
     if ks:
         fig.add_scatter(x=[min(ks), max(ks)], y=[chance(bits)] * 2, mode="lines", name=f"chance (1 answer of {bits + 1})",
-                        line=dict(color="gray", dash="dot"), row=2, col=1, hoverinfo="skip")
-    fig.update_yaxes(title_text="share of sampled answers", range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1.02], row=2, col=1)
-    fig.update_xaxes(title_text="tokens before the answer (0: right after '=')", dtick=1, row=2, col=1)
+                        line=dict(color="gray", dash="dot"), row=1, col=2, hoverinfo="skip")
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    fig.update_xaxes(title_text="tokens before the answer (0: right after '=')", dtick=1)
     fig.update_layout(title="Where the answers sit (held-out prompts, each arm's last evaluation)", barmode="group",
-                      margin=dict(l=60, r=20, t=50, b=50), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
-                      legend_title_text="arm", hovermode="closest")
-    return fig
+                      height=420, margin=dict(l=60, r=20, t=80, b=50), legend_title_text="arm", hovermode="closest")
+    return full_width(fig)
 
 
 def weights(records: Records) -> list[tuple[int, float, float, float]]:
