@@ -20,10 +20,12 @@ def default_run():
     return default_run_at(0)
 
 
-# The default run at seeds 0-5, greedy held-out accuracy at the end (GRPO; Dr. GRPO). The RL is chaotic: the same
-# seed on another CPU rounds differently and ends elsewhere.
-#   2026-12-06, one machine: 100, 100, 100, 98, 73, 100%; 100, 97, 100, 50, 98, 100%  (10 of 12 ≥ 90%)
-#   2026-12-07, AMD EPYC:     88,  33, 100, 89, 75, 100%; 100, 97,  98, 89, 100, 100% (7 of 12 ≥ 90%)
+# The default run at seeds 0-5, greedy held-out accuracy at the end (GRPO; Dr. GRPO), one torch thread as in this
+# test session. The RL is chaotic: the same seed on another CPU, or with another thread count, rounds differently
+# and ends elsewhere.
+#   2026-12-06, one machine: 100, 100, 100, 98, 73, 100%; 100, 97, 100, 50,  98, 100% (10 of 12 ≥ 90%)
+#   2026-12-07, AMD EPYC:     97,  84,  97, 78, 97,  67%; 100, 95, 100, 56,  89, 100% (7 of 12)
+#   the same, 2 threads:      88,  33, 100, 89, 75, 100%; 100, 97,  98, 89, 100, 100% (7 of 12)
 # Issue #38 asks for ≥ 90% at every seed; what holds on both machines is asserted, the rest is an expected failure.
 SEEDS = [0, 1, 2, 3, 4, 5]
 
@@ -80,9 +82,9 @@ def test_under_one_over_o_wrong_answers_end_longer_than_right_ones() -> None:
     """The 1/|o| bias as it shows at this scale, over seeds 0-5 of the default config: late wrong − right length,
     GRPO against Dr. GRPO. 2026-12-06 on one machine: +0.93, +0.37, +1.35, +0.53, +1.46, +0.58 against −0.20,
     +0.07, +0.25, −0.09, +0.49, +0.23 (means +0.87, +0.13; wider under GRPO at 6 of 6 seeds). 2026-12-07 on
-    another: +0.40, +0.64, +1.41, −0.16, +1.18, +0.67 against −0.33, +0.33, +0.04, −0.07, +0.32, +0.37 (means
-    +0.69, +0.11; 5 of 6). The growth of wrong answers is larger under GRPO at only some seeds: Dr. GRPO's answers
-    move later too (tests above: where the answers sit), so its wrong answers lengthen with its right ones."""
+    another: +0.42, +0.52, +0.11, +0.83, +0.54, +0.70 against −0.14, −0.10, −0.05, +0.07, +0.51, +0.26 (means
+    +0.52, +0.09; 6 of 6). The growth of wrong answers is larger under GRPO at only some seeds (4 of 6 there):
+    Dr. GRPO's answers move later too (its record `answer_at/k`), so its wrong answers lengthen with its right ones."""
     gaps = {seed: {arm: claims.wrong_minus_right(arm)(default_run_at(seed)[0]) for arm in (GRPO, DR)} for seed in SEEDS}
     mean = {arm: sum(g[arm] for g in gaps.values()) / len(gaps) for arm in (GRPO, DR)}
     wider = sum(g[GRPO] > g[DR] for g in gaps.values())
