@@ -92,6 +92,8 @@ def place_figure(records: Records, palette: dict[str, str], bits: int) -> go.Fig
         fig.add_scatter(x=[min(ks), max(ks)], y=[chance(bits)] * 2, mode="lines", name=f"chance (1 answer of {bits + 1})",
                         line=dict(color="gray", dash="dot"), row=1, col=2, hoverinfo="skip")
     fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    fig.update_yaxes(title_text="share of sampled answers", row=1, col=1)
+    fig.update_yaxes(title_text="greedy accuracy", row=1, col=2)
     fig.update_xaxes(title_text="tokens before the answer (0: right after '=')", dtick=1)
     fig.update_layout(title="Where the answers sit (held-out prompts, each arm's last evaluation)", barmode="group",
                       height=420, margin=dict(l=60, r=20, t=80, b=50), legend_title_text="arm", hovermode="closest")
