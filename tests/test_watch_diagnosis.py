@@ -68,7 +68,7 @@ def test_a_relu_net_at_lr_half_is_told_its_dead_units_and_large_updates() -> Non
     model = mlp(4, 32, nn.ReLU)
     _, text = watched(model, torch.optim.SGD(model.parameters(), lr=0.5), steps=60, every=3)
     dead = sentence(text, "Dead units")
-    assert "(a ReLU follows)" in dead and "`6`" in dead, dead
+    assert "(a ReLU follows)" in dead and "`6: Linear`" in dead, dead
     updates = sentence(text, "Update-to-weight ratios far")
     assert "above 10⁻²" in updates, updates
 
@@ -81,9 +81,9 @@ def test_one_module_initialised_a_thousand_times_larger_is_named() -> None:
         model[4].weight.mul_(1e3)
     _, text = watched(model, torch.optim.SGD(model.parameters(), lr=0.05), steps=20)
     jump = sentence(text, "Forward signal")
-    assert "grows" in jump and "to `4`" in jump, jump
+    assert "grows" in jump and "to `4: Linear`" in jump, jump
     updates = sentence(text, "Update-to-weight ratios far")
-    assert updates.split(": ", 1)[1].startswith("`4` "), updates
+    assert updates.split(": ", 1)[1].startswith("`4: Linear` "), updates
     assert "below 10⁻⁴" in updates, updates
 
 
@@ -122,3 +122,13 @@ def test_every_sentence_holds_on_random_watched_runs_and_on_their_first_half(see
     explanation = WATCHED.explain(half, WATCHED.validate({"watch_layers": [str(i) for i in range(20)]}))
     broken = [str(c) for c in explanation.claims() if not c.holds(Records(half))]
     assert not broken, f"seed {seed}: {broken}"
+
+
+def test_a_sequential_childs_number_is_told_with_its_class() -> None:
+    """`0` alone says nothing: a path ending in a number gets its class, as print(model) writes `(0): Linear`;
+    named paths stay as they are, and a run that recorded no classes keeps its paths."""
+    from scenarios.watched import module_labels
+    config = WATCHED.validate({"watch_layers": ["0", "blocks.1", "head", "blocks.1.mlp"],
+                               "watch_kinds": ["Linear", "Block", "Linear", "MLP"]})
+    assert module_labels(config) == ["0: Linear", "blocks.1: Block", "head", "blocks.1.mlp"], module_labels(config)
+    assert module_labels(WATCHED.validate({"watch_layers": ["0", "1"]})) == ["0", "1"]

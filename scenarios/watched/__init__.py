@@ -58,7 +58,7 @@ class Watched(Scenario):
         return "A watched run is trained by your own script (from explorer import watch), not from here."
 
     def figures(self, frame, config: Config):
-        return watched_figures(Records(frame), list(config.watch_layers))
+        return watched_figures(Records(frame), module_labels(config))
 
     def summarize(self, frame, config: Config) -> dict:
         records = Records(frame)
@@ -73,4 +73,14 @@ class Watched(Scenario):
         arms = records.arms()
         if not arms:
             return Explanation(waiting="Nothing measured yet: the first logged optimizer step writes the first records.")
-        return diagnose(records, arms[0], list(config.watch_layers), list(config.watch_notes), list(config.watch_after))
+        return diagnose(records, arms[0], module_labels(config), list(config.watch_notes), list(config.watch_after))
+
+
+def module_labels(config: Config) -> list[str]:
+    """Each watched module's path, with its class where the path ends in a number (an nn.Sequential's children
+    are `0`, `1`, …): `2: Linear`, as print(model) writes `(2): Linear(…)`. Paths alone where the classes are
+    not recorded."""
+    paths, kinds = list(config.watch_layers), list(config.watch_kinds)
+    if len(kinds) != len(paths):
+        return paths
+    return [f"{path}: {kind}" if kind and path.rsplit(".", 1)[-1].isdigit() else path for path, kind in zip(paths, kinds)]
