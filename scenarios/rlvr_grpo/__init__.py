@@ -22,6 +22,12 @@ prompts weigh most; the 1/|o| pushes a wrong answer's tokens down less the longe
 right answer's up more the shorter it is, so wrong answers may drift longer than right ones. Look at held-out accuracy first, then the length of wrong
 answers in each arm, the per-prompt weight against the formula, and the share of groups that
 carried no signal.
+
+**Where the answers sit.** A response's length is its answer's place + 2 (the answer, then EOS), so
+a change of length is a move of the answers. Each evaluation records after how many tokens the
+sampled answers come, and how accurate the policy's likeliest digit is at each place: a policy
+that counts better a few tokens in moves its answers there, right and wrong alike, whatever the
+normalisation.
 """
 from pydantic import Field, model_validator
 
