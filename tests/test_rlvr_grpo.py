@@ -134,18 +134,23 @@ def test_under_one_over_o_a_longer_wrong_answer_is_pushed_down_less_per_token() 
             (length_norm, per_token.tolist())
 
 
+def warm_model(seed: int = 0) -> tuple[TinyLM, digit_sum.Task, dict[str, float]]:
+    """The default warm start at `seed` (~0.5 s): answers at chance, after 0…3 fillers; and its final record."""
+    config = SCENARIO.validate({})
+    task = digit_sum.Task.make(config.bits, config.max_len, rlvr.HELDOUT_SHARE, seed)
+    spec = LMSpec(digit_sum.VOCAB, context=config.bits + 1 + config.max_len, seed=seed, **rlvr.LM)
+    built: dict = {}
+    records = [r for r in grpo.warm_start(task, spec, config.warm_steps, rlvr.WARM_LR, rlvr.WARM_BATCH, seed, 20, built)
+               if r is not None]
+    return built["reference"], task, records[-1].metrics
+
+
 def test_the_warm_start_writes_the_format_at_chance() -> None:
     """After the default warm start, every greedy held-out response ends with EOS after a digit, and sampled
     held-out accuracy is below 30% (chance 1/9 at 8 bits)."""
-    config = SCENARIO.validate({})
-    task = digit_sum.Task.make(config.bits, config.max_len, rlvr.HELDOUT_SHARE, 0)
-    spec = LMSpec(digit_sum.VOCAB, context=config.bits + 1 + config.max_len, seed=0, **rlvr.LM)
-    built: dict = {}
-    records = [r for r in grpo.warm_start(task, spec, config.warm_steps, rlvr.WARM_LR, rlvr.WARM_BATCH, 0, 20, built)
-               if r is not None]
-    final = records[-1].metrics
+    model, task, final = warm_model()
     assert final["heldout/accuracy"] < 0.3, final
-    answer, _ = digit_sum.parse(digit_sum.sample(built["reference"], task.heldout, task.max_len, None, greedy=True))
+    answer, _ = digit_sum.parse(digit_sum.sample(model, task.heldout, task.max_len, None, greedy=True))
     assert ((answer >= 0) & (answer < digit_sum.DIGITS)).all(), answer.tolist()
 
 
@@ -167,21 +172,10 @@ def test_the_warm_start_teaches_the_lengths_fill_allows() -> None:
     assert means[0] < 2.2 and means[5] > 3.5, means
 
 
-def warm_model(seed: int = 0) -> tuple[TinyLM, digit_sum.Task]:
-    """The default warm start at `seed` (~0.5 s): answers at chance, after 0…3 fillers."""
-    config = SCENARIO.validate({})
-    task = digit_sum.Task.make(config.bits, config.max_len, rlvr.HELDOUT_SHARE, seed)
-    spec = LMSpec(digit_sum.VOCAB, context=config.bits + 1 + config.max_len, seed=seed, **rlvr.LM)
-    built: dict = {}
-    for _ in grpo.warm_start(task, spec, config.warm_steps, rlvr.WARM_LR, rlvr.WARM_BATCH, seed, 10, built):
-        pass
-    return built["reference"], task
-
-
 def test_where_the_answers_sit_counts_every_answered_sample_once() -> None:
     """`answer_at/k` is the share of the evaluation's sampled held-out responses (the same draws, replayed) whose
     answer came after k tokens: the shares add up to the answered share, and Σ (k + 2)·share is their total length."""
-    model, task = warm_model()
+    model, task, _ = warm_model()
     out = digit_sum.evaluate(model, task, torch.Generator().manual_seed(5))
     responses = digit_sum.sample(model, task.heldout.repeat(4, 1), task.max_len, torch.Generator().manual_seed(5))
     answer, lengths = digit_sum.parse(responses)
@@ -197,24 +191,21 @@ def test_forced_accuracy_is_what_greedy_decoding_answers_there() -> None:
     """Where greedy decoding writes k fillers then a digit, that digit is the one `forced_accuracy` reads after k
     fillers (the full pass against the key/value cache): what the place figure's lines measure is what the policy
     would answer there. One pass over the longest run of fillers gives what a pass per k gives."""
-    model, task = warm_model(seed=1)
+    model, task, _ = warm_model(seed=1)
+    most = task.max_len - 2
+    with torch.no_grad():  # a pass per k, and one causal pass over the most fillers
+        apart = [model(torch.cat([task.heldout, torch.full((len(task.heldout), k), digit_sum.FILL)], 1))[:, -1]
+                 for k in range(most + 1)]
+        whole = model(torch.cat([task.heldout, torch.full((len(task.heldout), most), digit_sum.FILL)], 1))
     responses = digit_sum.sample(model, task.heldout, task.max_len, None, greedy=True)
     answer, lengths = digit_sum.parse(responses)
     checked = 0
-    with torch.no_grad():
-        for k in range(task.max_len - 1):
-            rows = ((answer >= 0) & (lengths == k + 2) & (responses[:, :k] == digit_sum.FILL).all(-1)).nonzero()[:, 0]
-            if len(rows):
-                ids = torch.cat([task.heldout[rows], torch.full((len(rows), k), digit_sum.FILL)], 1)
-                read = model(ids)[:, -1, :digit_sum.DIGITS].argmax(-1)
-                assert torch.equal(read, answer[rows]), (k, read.tolist(), answer[rows].tolist())
-                checked += len(rows)
+    for k in range(most + 1):
+        rows = ((answer >= 0) & (lengths == k + 2) & (responses[:, :k] == digit_sum.FILL).all(-1)).nonzero()[:, 0]
+        read = apart[k][rows, :digit_sum.DIGITS].argmax(-1)
+        assert torch.equal(read, answer[rows]), (k, read.tolist(), answer[rows].tolist())
+        checked += len(rows)
     assert checked >= len(task.heldout) // 2, f"only {checked} of {len(task.heldout)} greedy answers after fillers"
-    with torch.no_grad():  # one causal pass reads every k as k separate passes would (to float rounding)
-        most = task.max_len - 2
-        whole = model(torch.cat([task.heldout, torch.full((len(task.heldout), most), digit_sum.FILL)], 1))
-        apart = [model(torch.cat([task.heldout, torch.full((len(task.heldout), k), digit_sum.FILL)], 1))[:, -1]
-                 for k in range(most + 1)]
     gap = max((whole[:, task.heldout.shape[1] - 1 + k] - apart[k]).abs().max().item() for k in range(most + 1))
     assert gap < 1e-4, f"one pass against a pass per k: logits differ by up to {gap}"
     accuracies = [(a[:, :digit_sum.DIGITS].argmax(-1) == task.answers(task.heldout)).double().mean().item() for a in apart]

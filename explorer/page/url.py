@@ -89,11 +89,14 @@ def _query() -> dict[str, str]:
 PAGE_KEY = "url-page"  # the page the last script run drew
 
 
-def mark_page(name: str) -> bool:
-    """Record which page this run draws; True when the previous run drew another one (or none)."""
-    entered = st.session_state.get(PAGE_KEY) != name
+def entering(name: str) -> bool:
+    """True when the last page run drew another page than `name` (or none): this run enters it."""
+    return st.session_state.get(PAGE_KEY) != name
+
+
+def mark_page(name: str) -> None:
+    """Record which page this run draws (`entering` reads it)."""
     st.session_state[PAGE_KEY] = name
-    return entered
 
 
 def restore(scenario: Scenario) -> Restored | None:
@@ -105,7 +108,7 @@ def restore(scenario: Scenario) -> Restored | None:
     Returns what was read, or None.
     """
     params = _query()
-    if st.session_state.get(PAGE_KEY) == scenario.id or not params:
+    if not entering(scenario.id) or not params:
         mark_page(scenario.id)
         return None
     restored = parse_query(scenario, params)
